@@ -1,0 +1,39 @@
+# The two commands of the README, and their parts. Each target does its own setup.
+#   make demo   long-prompt generation on the default model
+#   make test   every test: unit, corrupt-file suite under ASan+UBSan, real-model end-to-end
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: setup build demo test test-asan bench format clean
+
+setup:
+	bash cluster/setup-node.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	bash tests/tools/demo.sh $(BUILD)/adakv
+
+test: build test-asan
+	cd $(BUILD) && ctest --output-on-failure --timeout 1200
+
+# The GGUF reader meets hostile files: run its corrupt-file suite with sanitizers.
+test-asan: setup
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv_corrupt_file_tests
+	$(BUILD_ASAN)/tests/adakv_corrupt_file_tests
+
+bench: build
+	$(BUILD)/adakv bench
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

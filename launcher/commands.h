@@ -1,0 +1,19 @@
+// The `adakv` subcommands. Each add_* registers its subcommand and options on the app; when
+// the subcommand is parsed, it stores the function that runs it in `selected`. A runner returns
+// the exit code: 0 ok, 1 runtime failure, 2 usage or not built yet.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace adakv::cli {
+
+using Runner = std::function<int()>;
+
+void add_inspect(CLI::App& app, Runner& selected);
+void add_generate(CLI::App& app, Runner& selected);
+void add_bench(CLI::App& app, Runner& selected);
+// Subcommands of DESIGN.md that later issues build; they say so and exit 2.
+void add_not_built_yet(CLI::App& app, Runner& selected);
+
+}  // namespace adakv::cli

@@ -1,0 +1,86 @@
+// Byte-level BPE tokenizer of llama-family GGUF files (tokenizer.ggml.model = "gpt2").
+//
+// Text is bytes (UTF-8, possibly invalid). encode() splits it with the pre-tokenizer named by
+// tokenizer.ggml.pre ("smollm": every digit its own piece, then the GPT-2 regex), maps each
+// piece's bytes to GPT-2's byte-to-unicode spelling and applies the merges by rank.
+// decode() returns bytes; decode(encode(s)) == s for every byte string s.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace adakv::gguf {
+class GgufFile;
+}
+
+namespace adakv::tokenizer {
+
+// What the GGUF file says about the vocabulary.
+struct Vocab {
+  std::vector<std::string> tokens;  // in GPT-2 byte-to-unicode spelling (control tokens as-is)
+  std::vector<std::string> merges;  // "A B", in rank order
+  std::vector<int32_t> token_types; // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
+  std::string pre = "default";      // tokenizer.ggml.pre
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t pad_id = -1;
+  bool add_bos = false;
+};
+
+// Reads tokenizer.ggml.* from the file; throws std::runtime_error naming a missing/bad key.
+Vocab vocab_from_gguf(const gguf::GgufFile& file);
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(Vocab vocab);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // With parse_special, control and user-defined tokens written in the text (e.g.
+  // "<|im_start|>") become their ids; otherwise they are ordinary text. Adds BOS only when
+  // add_bos is set in the vocabulary.
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  // The bytes one token stands for (control tokens give their text). Throws on a bad id.
+  std::string token_bytes(int32_t id) const;
+
+  size_t vocab_size() const;
+  int32_t bos_id() const;
+  int32_t eos_id() const;
+  bool is_control(int32_t id) const;
+  const Vocab& vocab() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// Turns a stream of token ids into text without ever emitting a broken UTF-8 sequence: bytes
+// of an incomplete character are held back until the character completes.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  std::string push(int32_t id);  // complete characters available so far
+  std::string flush();           // whatever is held back, even if incomplete
+
+ private:
+  const Tokenizer& tok_;
+  std::string pending_;
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+// The default model's ChatML template: a default system turn when the first message is not
+// a system message; each message "<|im_start|>ROLE\nCONTENT<|im_end|>\n"; then
+// "<|im_start|>assistant\n" when add_generation_prompt.
+std::string apply_chat_template(const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt = true);
+
+}  // namespace adakv::tokenizer

@@ -1,0 +1,34 @@
+// One sequence's KV cache as plain contiguous float32 arrays, [layer][token][kv head][head_dim].
+// The uncompressed baseline; the head-paged cache of the Ada-KV issue replaces it for serving.
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_cache.h"
+
+namespace adakv::runtime {
+
+class ContiguousKvCache : public model::KvCache {
+ public:
+  // Holds up to `capacity` tokens (prompt + generated).
+  ContiguousKvCache(const model::ModelConfig& config, size_t capacity);
+
+  size_t next_position() const override { return length_; }
+  void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                         const float* v, size_t kv_stride, size_t n, float* out) override;
+  void commit(size_t n) override { length_ += n; }
+
+  size_t capacity() const { return capacity_; }
+  // Bytes of K and V held for the tokens stored so far, and reserved in all.
+  size_t used_bytes() const;
+  size_t reserved_bytes() const;
+
+ private:
+  model::ModelConfig config_;
+  size_t capacity_;
+  size_t length_ = 0;
+  std::vector<std::vector<float>> k_, v_;  // per layer: [capacity][n_kv_heads * head_dim]
+};
+
+}  // namespace adakv::runtime

@@ -1,0 +1,86 @@
+#include "runtime/engine.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "model/gguf/gguf.h"
+#include "runtime/contiguous_kv_cache.h"
+
+namespace adakv::runtime {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+model::LlamaModel load_model(const gguf::GgufFile& file) {
+  auto config = model::ModelConfig::from_gguf(file);
+  auto weights = model::Weights::load(file, config);
+  return model::LlamaModel(std::move(config), std::move(weights));
+}
+
+}  // namespace
+
+Engine::Engine(const std::string& path)
+    : Engine(gguf::GgufFile::open(path)) {}
+
+Engine::Engine(const gguf::GgufFile& file)
+    : model_(load_model(file)), tokenizer_(tokenizer::vocab_from_gguf(file)) {}
+
+std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {
+  if (!chat) return tokenizer_.encode(text, /*parse_special=*/false);
+  return tokenizer_.encode(tokenizer::apply_chat_template({{"user", text}}),
+                           /*parse_special=*/true);
+}
+
+GenerateResult Engine::generate(const GenerateRequest& req,
+                                const std::function<void(std::string_view)>& on_text) const {
+  const auto& cfg = model_.config();
+  const size_t n_prompt = req.prompt.size();
+  if (n_prompt == 0) throw std::invalid_argument("the prompt is empty");
+  if (n_prompt >= cfg.context_length) {
+    throw std::invalid_argument("the prompt has " + std::to_string(n_prompt) +
+                                " tokens; the model's context holds " +
+                                std::to_string(cfg.context_length) +
+                                " (prompt plus at least one generated token)");
+  }
+  req.sampling.validate();
+  const size_t max_new = std::min(req.max_tokens, cfg.context_length - n_prompt);
+
+  GenerateResult result;
+  result.prompt_tokens = n_prompt;
+  ContiguousKvCache cache(cfg, n_prompt + max_new);
+  Sampler sampler(req.sampling);
+  tokenizer::StreamDecoder stream(tokenizer_);
+  std::vector<float> logits;
+
+  auto t0 = std::chrono::steady_clock::now();
+  model_.forward(req.prompt.data(), n_prompt, cache, logits);
+  result.prefill_s = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  result.finish_reason = "length";
+  for (size_t step = 0; step < max_new; ++step) {
+    const int32_t next = sampler.sample(logits.data(), cfg.vocab_size);
+    result.tokens.push_back(next);
+    if (req.stop_at_eos && next == tokenizer_.eos_id()) {
+      result.finish_reason = "stop";
+      break;
+    }
+    const std::string piece = stream.push(next);
+    result.text += piece;
+    if (on_text && !piece.empty()) on_text(piece);
+    // The last token needs no forward: nothing will read its logits.
+    if (step + 1 < max_new) model_.forward(&next, 1, cache, logits);
+  }
+  const std::string tail = stream.flush();
+  result.text += tail;
+  if (on_text && !tail.empty()) on_text(tail);
+  result.decode_s = seconds_since(t0);
+
+  result.kv_full_bytes = cache.used_bytes();
+  result.kv_kept_bytes = cache.used_bytes();
+  return result;
+}
+
+}  // namespace adakv::runtime

@@ -1,0 +1,79 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace adakv::runtime {
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+    throw std::invalid_argument("temperature must be a finite number >= 0, got " +
+                                std::to_string(temperature));
+  }
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    throw std::invalid_argument("top_p must be in (0, 1], got " + std::to_string(top_p));
+  }
+  if (top_k < 0) throw std::invalid_argument("top_k must be >= 0, got " + std::to_string(top_k));
+}
+
+int32_t argmax(const float* logits, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  params_.validate();
+}
+
+int32_t Sampler::sample(const float* logits, size_t vocab) {
+  if (params_.temperature == 0.0f) return argmax(logits, vocab);
+
+  candidates_.resize(vocab);
+  for (size_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = vocab;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab) {
+    keep = static_cast<size_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(),
+                      by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  // Softmax at the temperature over the kept candidates (sorted, so [0] is the max).
+  const float max_logit = candidates_[0].first;
+  double total = 0;
+  std::vector<double> probs(keep);
+  for (size_t i = 0; i < keep; ++i) {
+    probs[i] = std::exp((candidates_[i].first - max_logit) / params_.temperature);
+    total += probs[i];
+  }
+  // Nucleus: the smallest prefix whose mass reaches top_p (at least one token).
+  if (params_.top_p < 1.0f) {
+    double mass = 0;
+    size_t n = 0;
+    while (n < keep) {
+      mass += probs[n] / total;
+      ++n;
+      if (mass >= params_.top_p) break;
+    }
+    keep = n;
+    total = 0;
+    for (size_t i = 0; i < keep; ++i) total += probs[i];
+  }
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  double r = uniform(rng_);
+  for (size_t i = 0; i < keep; ++i) {
+    r -= probs[i];
+    if (r <= 0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace adakv::runtime

@@ -1,0 +1,150 @@
+// adakv's logits and greedy continuations against HF transformers (fp32) on the same GGUF.
+// Goldens: tests/tools/gen_logits_goldens.py (format documented there).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "model/llama.h"
+#include "runtime/contiguous_kv_cache.h"
+#include "runtime/sampler.h"
+#include "tests/e2e/model_fixture.h"
+#include "tests/unit/tolerances.h"
+
+namespace {
+
+struct Position {
+  int32_t argmax;
+  float max_abs;
+  std::vector<std::pair<int32_t, float>> top;
+  std::vector<float> probes;
+};
+
+struct Prompt {
+  std::vector<int32_t> ids, greedy;
+  std::vector<Position> positions;
+};
+
+struct Goldens {
+  std::vector<int32_t> probe_ids;
+  std::vector<Prompt> prompts;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    bytes_.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  template <class T>
+  T get() {
+    if (pos_ + sizeof(T) > bytes_.size()) throw std::runtime_error("goldens truncated");
+    T v;
+    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  template <class T>
+  std::vector<T> get_vector(size_t n) {
+    std::vector<T> v(n);
+    for (auto& x : v) x = get<T>();
+    return v;
+  }
+
+ private:
+  std::vector<char> bytes_;
+  size_t pos_ = 0;
+};
+
+Goldens load_goldens() {
+  Reader r(std::string(ADAKV_TEST_DATA_DIR) + "/logits_goldens.bin");
+  if (r.get<uint32_t>() != 0x474c4b41u) throw std::runtime_error("goldens: bad magic");
+  if (r.get<uint32_t>() != 1) throw std::runtime_error("goldens: unknown version");
+  Goldens g;
+  const uint32_t n_prompts = r.get<uint32_t>(), n_top = r.get<uint32_t>(),
+                 n_probe = r.get<uint32_t>();
+  g.probe_ids = r.get_vector<int32_t>(n_probe);
+  for (uint32_t p = 0; p < n_prompts; ++p) {
+    Prompt pr;
+    pr.ids = r.get_vector<int32_t>(r.get<uint32_t>());
+    pr.greedy = r.get_vector<int32_t>(r.get<uint32_t>());
+    for (size_t t = 0; t < pr.ids.size(); ++t) {
+      Position pos;
+      pos.argmax = r.get<int32_t>();
+      pos.max_abs = r.get<float>();
+      for (uint32_t i = 0; i < n_top; ++i) {
+        const int32_t id = r.get<int32_t>();
+        pos.top.emplace_back(id, r.get<float>());
+      }
+      pos.probes = r.get_vector<float>(n_probe);
+      pr.positions.push_back(std::move(pos));
+    }
+    g.prompts.push_back(std::move(pr));
+  }
+  return g;
+}
+
+class LogitsOracle : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    goldens_ = new Goldens(load_goldens());
+    model_ = new adakv::model::LlamaModel(adakv::model::LlamaModel::load(adakv::test::model_path()));
+  }
+  static void TearDownTestSuite() {
+    delete goldens_;
+    delete model_;
+  }
+  static Goldens* goldens_;
+  static adakv::model::LlamaModel* model_;
+};
+Goldens* LogitsOracle::goldens_ = nullptr;
+adakv::model::LlamaModel* LogitsOracle::model_ = nullptr;
+
+TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
+  ASSERT_EQ(goldens_->prompts.size(), 5u);
+  size_t longest = 0;
+  const size_t V = model_->config().vocab_size;
+  for (const auto& pr : goldens_->prompts) {
+    longest = std::max(longest, pr.ids.size());
+    adakv::runtime::ContiguousKvCache cache(model_->config(), pr.ids.size());
+    std::vector<float> logits;
+    model_->forward(pr.ids.data(), pr.ids.size(), cache, logits, pr.ids.size());
+    float worst = 0;
+    for (size_t t = 0; t < pr.ids.size(); ++t) {
+      const float* row = logits.data() + t * V;
+      const auto& ref = pr.positions[t];
+      auto rel = [&](int32_t id, float want) { return std::fabs(row[id] - want) / ref.max_abs; };
+      for (const auto& [id, want] : ref.top) worst = std::max(worst, rel(id, want));
+      for (size_t i = 0; i < ref.probes.size(); ++i) {
+        worst = std::max(worst, rel(goldens_->probe_ids[i], ref.probes[i]));
+      }
+      ASSERT_EQ(adakv::runtime::argmax(row, V), ref.argmax)
+          << "prompt of " << pr.ids.size() << " tokens, position " << t;
+    }
+    EXPECT_LE(worst, adakv::test::kLogitsRel) << "prompt of " << pr.ids.size() << " tokens";
+    std::printf("prompt %5zu tokens: max |diff| / max |logit| over checked ids = %.2e\n",
+                pr.ids.size(), worst);
+  }
+  EXPECT_GE(longest, 2000u);
+}
+
+TEST_F(LogitsOracle, Greedy64TokensIdentical) {
+  for (const auto& pr : goldens_->prompts) {
+    adakv::runtime::ContiguousKvCache cache(model_->config(), pr.ids.size() + pr.greedy.size());
+    std::vector<float> logits;
+    model_->forward(pr.ids.data(), pr.ids.size(), cache, logits);
+    std::vector<int32_t> got;
+    for (size_t i = 0; i < pr.greedy.size(); ++i) {
+      const int32_t next = adakv::runtime::argmax(logits.data(), model_->config().vocab_size);
+      got.push_back(next);
+      model_->forward(&next, 1, cache, logits);
+    }
+    EXPECT_EQ(got, pr.greedy) << "prompt of " << pr.ids.size() << " tokens";
+  }
+}
+
+}  // namespace
