@@ -1,5 +1,12 @@
 // Dense float32 GEMM through OpenBLAS: y = x w^T with w in PyTorch's [out][in] layout.
+//
+// OpenBLAS runs single-threaded; the output columns are split across the OpenMP threads
+// instead. Two thread pools (OpenMP for the other ops, OpenBLAS's own for GEMMs) spin-wait
+// against each other on a small machine and made decode ~10x slower.
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "kernels/ops.h"
 
@@ -10,13 +17,26 @@ Status matmul(float* y, const float* x, const float* w, size_t M, size_t N, size
   if (M == 0 || N == 0) return Status::kOk;
   if (K == 0) return Status::kInvalidArgument;
   const float beta = accumulate ? 1.0f : 0.0f;
-  if (M == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f, w,
-                static_cast<int>(K), x, 1, beta, y, 1);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
-                static_cast<int>(N), static_cast<int>(K), 1.0f, x, static_cast<int>(K), w,
-                static_cast<int>(K), beta, y, static_cast<int>(N));
+  // Split N in chunks of whole cache lines of output; small products stay on one thread.
+  const size_t work = M * N * K;
+  const int threads = work < (size_t{1} << 18) ? 1 : omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
+  {
+    const size_t n_threads = static_cast<size_t>(omp_get_num_threads());
+    const size_t chunk = ((N + n_threads - 1) / n_threads + 15) / 16 * 16;
+    const size_t n0 = std::min(N, chunk * static_cast<size_t>(omp_get_thread_num()));
+    const size_t n1 = std::min(N, n0 + chunk);
+    if (n1 > n0) {
+      const int n = static_cast<int>(n1 - n0);
+      if (M == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, static_cast<int>(K), 1.0f, w + n0 * K,
+                    static_cast<int>(K), x, 1, beta, y + n0, 1);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), n,
+                    static_cast<int>(K), 1.0f, x, static_cast<int>(K), w + n0 * K,
+                    static_cast<int>(K), beta, y + n0, static_cast<int>(N));
+      }
+    }
   }
   return Status::kOk;
 }

@@ -19,7 +19,7 @@ void set_num_threads(int n) {
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  openblas_set_num_threads(1);  // matmul parallelises over OpenMP threads itself
 }
 
 int num_threads() { return omp_get_max_threads(); }

@@ -1,0 +1,193 @@
+// adakv bench: prefill and decode tokens/s of the default model at several prompt lengths,
+// side by side with llama.cpp (llama-cpp-python on the same file, ids and threads) in one run.
+// Each cell is the median of --repeats runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kernels/ops.h"
+#include "launcher/commands.h"
+#include "runtime/contiguous_kv_cache.h"
+#include "runtime/engine.h"
+#include "runtime/model_registry.h"
+
+#ifndef ADAKV_SOURCE_DIR
+#define ADAKV_SOURCE_DIR "."
+#endif
+
+namespace adakv::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  std::vector<size_t> lengths = {512, 2048, 8000};
+  size_t decode_tokens = 32;
+  int repeats = 3;
+  int threads = 0;
+  std::string text_file = "/usr/share/common-licenses/GPL-3";
+  std::string peer = "llama.cpp";
+  std::string peer_script = std::string(ADAKV_SOURCE_DIR) + "/tests/tools/bench_llamacpp.py";
+  std::string python = "python3";
+};
+
+struct Speeds {
+  std::vector<double> prefill, decode;  // tokens/s per repeat
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A prompt of exactly `n` tokens: the text repeated as often as needed.
+std::vector<int32_t> prompt_ids(const runtime::Engine& engine, const std::string& path, size_t n) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read benchmark text " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto once = engine.tokenizer().encode(ss.str());
+  if (once.empty()) throw std::runtime_error("benchmark text " + path + " is empty");
+  std::vector<int32_t> ids;
+  while (ids.size() < n) ids.insert(ids.end(), once.begin(), once.end());
+  ids.resize(n);
+  return ids;
+}
+
+Speeds measure_adakv(const model::LlamaModel& model, const std::vector<int32_t>& ids,
+                     size_t length, const BenchOptions& o) {
+  using clock = std::chrono::steady_clock;
+  Speeds s;
+  std::vector<float> logits;
+  for (int r = 0; r < o.repeats; ++r) {
+    runtime::ContiguousKvCache cache(model.config(), length + o.decode_tokens);
+    auto t0 = clock::now();
+    model.forward(ids.data(), length, cache, logits);
+    s.prefill.push_back(length / std::chrono::duration<double>(clock::now() - t0).count());
+    t0 = clock::now();
+    for (size_t i = 0; i < o.decode_tokens; ++i) {
+      const int32_t next = runtime::argmax(logits.data(), model.config().vocab_size);
+      model.forward(&next, 1, cache, logits);
+    }
+    s.decode.push_back(o.decode_tokens / std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  return s;
+}
+
+// Runs the peer script; returns speeds per length, or an explanation in `why` when unavailable.
+std::map<size_t, Speeds> measure_llamacpp(const std::string& model_path,
+                                          const std::vector<int32_t>& ids, const BenchOptions& o,
+                                          std::string& why) {
+  std::map<size_t, Speeds> out;
+  if (!std::filesystem::exists(o.peer_script)) {
+    why = "peer script not found: " + o.peer_script;
+    return out;
+  }
+  const auto ids_path = std::filesystem::temp_directory_path() /
+                        ("adakv-bench-ids-" + std::to_string(::getpid()) + ".bin");
+  {
+    std::ofstream f(ids_path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
+  }
+  std::string lengths;
+  for (size_t l : o.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(l);
+  const std::string cmd = o.python + " '" + o.peer_script + "' --model '" + model_path +
+                          "' --ids '" + ids_path.string() + "' --lengths " + lengths +
+                          " --decode-tokens " + std::to_string(o.decode_tokens) + " --repeats " +
+                          std::to_string(o.repeats) + " --threads " +
+                          std::to_string(kernels::num_threads());
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) {
+    why = "cannot start " + o.python;
+    return out;
+  }
+  char line[65536];
+  while (std::fgets(line, sizeof line, pipe)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;
+    if (j.contains("error")) why = j["error"].get<std::string>();
+    if (j.contains("length")) {
+      auto& s = out[j["length"].get<size_t>()];
+      s.prefill = j["prefill_tps"].get<std::vector<double>>();
+      s.decode = j["decode_tps"].get<std::vector<double>>();
+    }
+  }
+  const int rc = ::pclose(pipe);
+  std::filesystem::remove(ids_path);
+  if (out.empty() && why.empty()) why = "peer exited with status " + std::to_string(rc);
+  return out;
+}
+
+int run_bench(const BenchOptions& o) {
+  kernels::set_num_threads(o.threads);
+  const std::string path = runtime::resolve_model(o.model);
+  runtime::Engine engine(path);
+  const auto& cfg = engine.model().config();
+  const size_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
+  if (longest + o.decode_tokens > cfg.context_length) {
+    throw std::invalid_argument("prompt length " + std::to_string(longest) + " + " +
+                                std::to_string(o.decode_tokens) +
+                                " decode tokens exceed the model's context of " +
+                                std::to_string(cfg.context_length));
+  }
+  const auto ids = prompt_ids(engine, o.text_file, longest);
+  std::printf("adakv bench: %s, %d threads, %zu decode tokens, median of %d runs\n",
+              path.c_str(), kernels::num_threads(), o.decode_tokens, o.repeats);
+
+  std::map<size_t, Speeds> ours;
+  for (size_t l : o.lengths) {
+    ours[l] = measure_adakv(engine.model(), ids, l, o);
+    std::fprintf(stderr, "[bench] adakv %zu tokens done\n", l);
+  }
+  std::string why = "disabled with --peer none";
+  std::map<size_t, Speeds> peer;
+  if (o.peer == "llama.cpp") {
+    why.clear();
+    peer = measure_llamacpp(path, ids, o, why);
+  }
+
+  std::printf("\n%8s | %14s %14s %7s | %14s %14s %7s | %12s\n", "prompt", "adakv pf t/s",
+              "llama.cpp pf", "ratio", "adakv dec t/s", "llama.cpp dec", "ratio", "KV MiB");
+  for (size_t l : o.lengths) {
+    const double ap = median(ours[l].prefill), ad = median(ours[l].decode);
+    const bool have = peer.count(l) > 0;
+    const double lp = have ? median(peer[l].prefill) : 0, ld = have ? median(peer[l].decode) : 0;
+    std::printf("%8zu | %14.1f %14s %7s | %14.2f %14s %7s | %12.1f\n", l, ap,
+                have ? std::to_string(lp).substr(0, 8).c_str() : "-",
+                have ? (std::to_string(ap / lp).substr(0, 5)).c_str() : "-", ad,
+                have ? std::to_string(ld).substr(0, 8).c_str() : "-",
+                have ? (std::to_string(ad / ld).substr(0, 5)).c_str() : "-",
+                (l + o.decode_tokens) * cfg.kv_bytes_per_token() / 1048576.0);
+  }
+  if (peer.empty()) std::printf("(llama.cpp column empty: %s)\n", why.c_str());
+  std::printf("ratio = adakv / llama.cpp (above 1: adakv faster)\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, Runner& selected) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* sub = app.add_subcommand("bench", "Prefill/decode tokens per second, next to llama.cpp");
+  sub->add_option("--model", o->model, "Model path or name (default: SmolLM2-135M-Instruct)");
+  sub->add_option("--lengths", o->lengths, "Prompt lengths in tokens")->delimiter(',');
+  sub->add_option("--decode-tokens", o->decode_tokens, "Tokens decoded after each prefill")
+      ->check(CLI::Range(size_t{1}, size_t{4096}));
+  sub->add_option("--repeats", o->repeats, "Runs per cell (the median is printed)")
+      ->check(CLI::Range(1, 100));
+  sub->add_option("--threads", o->threads, "CPU threads for both engines (default: all)");
+  sub->add_option("--text", o->text_file, "Text the prompts are cut from");
+  sub->add_option("--peer", o->peer, "Peer engine: llama.cpp or none")
+      ->check(CLI::IsMember({"llama.cpp", "none"}));
+  sub->add_option("--peer-script", o->peer_script, "The llama.cpp peer script");
+  sub->add_option("--python", o->python, "Python interpreter with llama-cpp-python");
+  sub->callback([o, &selected] { selected = [o] { return run_bench(*o); }; });
+}
+
+}  // namespace adakv::cli

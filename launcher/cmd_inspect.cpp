@@ -1,0 +1,163 @@
+// `adakv inspect MODEL`: version, alignment, metadata and the tensor table of a GGUF file.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "launcher/commands.h"
+#include "model/gguf/dequant.h"
+#include "model/gguf/gguf.h"
+
+namespace adakv::cli {
+
+namespace {
+
+using gguf::Value;
+using gguf::ValueType;
+
+constexpr size_t kMaxStringChars = 72;  // longer strings (chat templates) are cut
+constexpr size_t kArrayHead = 5;        // elements shown of a long array
+constexpr size_t kShortArray = 8;       // arrays up to this length are shown whole
+
+std::string escaped(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < kMaxStringChars; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          out += fmt::format("\\x{:02x}", c);
+        } else {
+          out += static_cast<char>(c);  // UTF-8 bytes pass through
+        }
+    }
+  }
+  out += "\"";
+  if (s.size() > kMaxStringChars) out += fmt::format("... ({} bytes)", s.size());
+  return out;
+}
+
+std::string type_label(const Value& v) {
+  if (v.type != ValueType::ARRAY) return gguf::value_type_name(v.type);
+  std::string inner = gguf::value_type_name(v.elem_type);
+  // Nested arrays: name the element type of the first inner array when there is one.
+  if (v.elem_type == ValueType::ARRAY && !v.arr.empty()) inner = type_label(v.arr[0]);
+  return fmt::format("{}[{}]", inner, v.arr.size());
+}
+
+std::string format_value(const Value& v) {
+  switch (v.type) {
+    case ValueType::U8:
+    case ValueType::U16:
+    case ValueType::U32:
+    case ValueType::U64:
+      return std::to_string(v.u);
+    case ValueType::I8:
+    case ValueType::I16:
+    case ValueType::I32:
+    case ValueType::I64:
+      return std::to_string(v.i);
+    case ValueType::F32:
+      return fmt::format("{}", static_cast<float>(v.f));
+    case ValueType::F64:
+      return fmt::format("{}", v.f);
+    case ValueType::BOOL:
+      return v.u ? "true" : "false";
+    case ValueType::STRING:
+      return escaped(v.s);
+    case ValueType::ARRAY: {
+      const size_t shown = v.arr.size() <= kShortArray ? v.arr.size() : kArrayHead;
+      std::string out = "[";
+      for (size_t i = 0; i < shown; ++i) {
+        if (i) out += ", ";
+        out += format_value(v.arr[i]);
+      }
+      if (shown < v.arr.size()) out += fmt::format(", ... ({} more)", v.arr.size() - shown);
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+std::string shape_of(const gguf::TensorInfo& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.ne.size(); ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+  return s + "]";
+}
+
+std::string human_bytes(uint64_t n) {
+  if (n < 1024) return fmt::format("{} B", n);
+  if (n < (uint64_t{1} << 20)) return fmt::format("{:.1f} KiB", n / 1024.0);
+  if (n < (uint64_t{1} << 30)) return fmt::format("{:.1f} MiB", n / 1048576.0);
+  return fmt::format("{:.2f} GiB", n / 1073741824.0);
+}
+
+int run_inspect(const std::string& path) {
+  const gguf::GgufFile f = gguf::GgufFile::open(path);
+  std::string out;
+  out += fmt::format("file:      {}\n", path);
+  out += fmt::format("version:   {}\n", f.version());
+  out += fmt::format("alignment: {}\n", f.alignment());
+
+  size_t key_width = 0;
+  for (const auto& [k, v] : f.metadata()) key_width = std::max(key_width, k.size());
+  key_width = std::min<size_t>(key_width, 48);
+  out += fmt::format("\nmetadata ({} keys):\n", f.metadata().size());
+  for (const auto& [k, v] : f.metadata()) {
+    out += fmt::format("  {:<{}}  {:<16}  {}\n", k, key_width, type_label(v), format_value(v));
+  }
+
+  size_t name_width = 4;
+  for (const auto& t : f.tensors()) name_width = std::max(name_width, t.name.size());
+  name_width = std::min<size_t>(name_width, 48);
+  out += fmt::format("\ntensors ({}):\n", f.tensors().size());
+  out += fmt::format("  {:<{}}  {:<5}  {:<22}  {:>12}\n", "name", name_width, "type", "shape",
+                     "bytes");
+  uint64_t total_bytes = 0, total_elements = 0;
+  std::map<std::string, size_t> by_type;
+  for (const auto& t : f.tensors()) {
+    out += fmt::format("  {:<{}}  {:<5}  {:<22}  {:>12}\n", t.name, name_width,
+                       gguf::type_name(t.type), shape_of(t), t.n_bytes);
+    total_bytes += t.n_bytes;
+    total_elements += t.n_elements;
+    ++by_type[gguf::type_name(t.type)];
+  }
+  std::string types;
+  for (const auto& [name, count] : by_type) {
+    types += fmt::format("{}{} {}", types.empty() ? "" : ", ", name, count);
+  }
+  out += fmt::format("\ntotal: {} tensors, {} elements, {} bytes ({}); {}\n", f.tensors().size(),
+                     total_elements, total_bytes, human_bytes(total_bytes),
+                     types.empty() ? "no tensors" : types);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app, Runner& selected) {
+  auto* sub = app.add_subcommand("inspect", "Print the metadata and tensors of a GGUF file");
+  auto path = std::make_shared<std::string>();
+  sub->add_option("MODEL", *path, "GGUF file")->required();
+  sub->callback([path, &selected] { selected = [path] { return run_inspect(*path); }; });
+}
+
+}  // namespace adakv::cli
