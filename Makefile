@@ -17,8 +17,11 @@ $(BUILD)/build.ninja:
 build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: a ~3,800-token document with a fact hidden in its middle, and a question.
 demo: build
-	bash tests/tools/demo.sh $(BUILD)/adakv
+	python3 tests/tools/make_demo_prompt.py > $(BUILD)/demo_prompt.txt
+	@echo "== question: what is the access code hidden in a $$(wc -c < $(BUILD)/demo_prompt.txt)-byte document? (expected: 7391)"
+	$(BUILD)/adakv generate --chat --prompt-file $(BUILD)/demo_prompt.txt --max-tokens 32
 
 test: build test-asan
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
