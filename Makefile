@@ -32,8 +32,9 @@ test-asan: setup
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv_corrupt_file_tests
 	$(BUILD_ASAN)/tests/adakv_corrupt_file_tests
 
+# Prefill/decode tokens/s at 512, 2048 and 8000 tokens, next to llama.cpp on the same file.
 bench: build
-	$(BUILD)/adakv bench
+	$(BUILD)/adakv bench --python "$$(bash cluster/setup-node.sh bench-peer)"
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')

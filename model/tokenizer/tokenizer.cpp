@@ -1,0 +1,145 @@
+// Tokenizer: special-token splitting, pre-tokenization, byte-level BPE, and decoding.
+#include "model/tokenizer/tokenizer.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "model/tokenizer/bpe.h"
+#include "model/tokenizer/byte_unicode.h"
+#include "model/tokenizer/pretokenizer.h"
+#include "model/tokenizer/special_tokens.h"
+
+namespace adakv::tokenizer {
+
+namespace {
+
+constexpr int32_t kControl = 3;
+constexpr int32_t kUserDefined = 4;
+
+std::unordered_map<std::string, int32_t> index_tokens(const std::vector<std::string>& tokens) {
+  std::unordered_map<std::string, int32_t> ids;
+  ids.reserve(tokens.size());
+  // A spelling listed twice maps to its last id, as in llama.cpp and HF's GGUF loader.
+  for (size_t i = 0; i < tokens.size(); ++i) ids[tokens[i]] = static_cast<int32_t>(i);
+  return ids;
+}
+
+const Vocab& checked(const Vocab& v) {
+  if (v.tokens.empty()) throw std::runtime_error("tokenizer: the vocabulary has no tokens");
+  if (!v.token_types.empty() && v.token_types.size() != v.tokens.size()) {
+    throw std::runtime_error("tokenizer: " + std::to_string(v.token_types.size()) +
+                             " token types for " + std::to_string(v.tokens.size()) + " tokens");
+  }
+  const auto n = static_cast<int64_t>(v.tokens.size());
+  for (auto [name, id] : {std::pair{"bos", v.bos_id}, {"eos", v.eos_id}, {"pad", v.pad_id}}) {
+    if (id < -1 || id >= n) {
+      throw std::runtime_error(std::string("tokenizer: ") + name + " id " + std::to_string(id) +
+                               " is outside the vocabulary of " + std::to_string(n));
+    }
+  }
+  if (v.add_bos && v.bos_id < 0) {
+    throw std::runtime_error("tokenizer: add_bos is set but there is no bos token");
+  }
+  return v;
+}
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  Vocab vocab;
+  BpeModel bpe;
+  PreTokenizer pre;
+  SpecialTokenMatcher specials;
+  std::vector<std::string> bytes;  // what each token decodes to
+
+  explicit Impl(Vocab v)
+      : vocab(std::move(v)),
+        bpe(index_tokens(checked(vocab).tokens), vocab.merges),
+        pre(vocab.pre) {
+    bytes.reserve(vocab.tokens.size());
+    for (size_t i = 0; i < vocab.tokens.size(); ++i) {
+      const int32_t type = type_of(static_cast<int32_t>(i));
+      // Control and user-defined tokens are stored as plain text, not in the byte alphabet.
+      if (type == kControl || type == kUserDefined) {
+        bytes.push_back(vocab.tokens[i]);
+        specials.add(vocab.tokens[i], static_cast<int32_t>(i));
+      } else {
+        bytes.push_back(unicode_to_bytes(vocab.tokens[i]));
+      }
+    }
+  }
+
+  int32_t type_of(int32_t id) const {
+    return vocab.token_types.empty() ? 1 : vocab.token_types[id];
+  }
+
+  const std::string& bytes_of(int32_t id) const {
+    if (id < 0 || static_cast<size_t>(id) >= bytes.size()) {
+      throw std::out_of_range("tokenizer: token id " + std::to_string(id) +
+                              " is outside the vocabulary of " + std::to_string(bytes.size()));
+    }
+    return bytes[id];
+  }
+
+  void encode_text(std::string_view text, std::vector<int32_t>& out) const {
+    std::vector<std::string_view> pieces;
+    pre.split(text, pieces);
+    for (std::string_view p : pieces) bpe.encode_piece(p, out);
+  }
+};
+
+Tokenizer::Tokenizer(Vocab vocab) : impl_(new Impl(std::move(vocab))) {}
+Tokenizer::~Tokenizer() {
+  delete impl_;
+}
+Tokenizer::Tokenizer(Tokenizer&& o) noexcept : impl_(std::exchange(o.impl_, nullptr)) {}
+Tokenizer& Tokenizer::operator=(Tokenizer&& o) noexcept {
+  if (this != &o) {
+    delete impl_;
+    impl_ = std::exchange(o.impl_, nullptr);
+  }
+  return *this;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 1);
+  if (impl_->vocab.add_bos) out.push_back(impl_->vocab.bos_id);
+  if (!parse_special) {
+    impl_->encode_text(text, out);
+    return out;
+  }
+  // Text between special tokens is pre-tokenized on its own, as in HF tokenizers and llama.cpp.
+  impl_->specials.split(
+      text, [&](std::string_view t) { impl_->encode_text(t, out); },
+      [&](int32_t id) { out.push_back(id); });
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) out += impl_->bytes_of(id);
+  return out;
+}
+
+std::string Tokenizer::token_bytes(int32_t id) const {
+  return impl_->bytes_of(id);
+}
+
+size_t Tokenizer::vocab_size() const {
+  return impl_->vocab.tokens.size();
+}
+int32_t Tokenizer::bos_id() const {
+  return impl_->vocab.bos_id;
+}
+int32_t Tokenizer::eos_id() const {
+  return impl_->vocab.eos_id;
+}
+bool Tokenizer::is_control(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < impl_->bytes.size() && impl_->type_of(id) == kControl;
+}
+const Vocab& Tokenizer::vocab() const {
+  return impl_->vocab;
+}
+
+}  // namespace adakv::tokenizer
