@@ -7,8 +7,6 @@
 
 #include "kernels/ops.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace adakv::kernels {
 
 void check(Status s, const char* op) {
@@ -18,8 +16,7 @@ void check(Status s, const char* op) {
 void set_num_threads(int n) {
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
-  omp_set_num_threads(n);
-  openblas_set_num_threads(1);  // matmul parallelises over OpenMP threads itself
+  omp_set_num_threads(n);  // matmul keeps OpenBLAS single-threaded and splits over these
 }
 
 int num_threads() { return omp_get_max_threads(); }
