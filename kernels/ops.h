@@ -62,4 +62,73 @@ Status attention_causal(float* out, const float* q, const float* k, const float*
                         size_t n_kv, size_t Hq, size_t Hkv, size_t Dh, size_t q_stride,
                         size_t kv_stride, size_t out_stride, float scale, Stream stream = {});
 
+// ---- Head-paged KV cache (Ada-KV) ----------------------------------------------------------
+
+// Element type of stored keys and values.
+enum class KvDtype : uint8_t { kF32 = 0, kBF16 = 1, kE4M3 = 2 };
+
+// One block of the KV pool holds `block_tokens` tokens of ONE KV head of ONE layer:
+//   K [block_tokens][head_dim] in dtype, then V [block_tokens][head_dim] in dtype, then, for
+//   E4M3 only, K scales [block_tokens] and V scales [block_tokens] as float32 (one scale per
+//   token row: value = e4m3 * scale, the scale mapping the row's max |x| to 448).
+// Block b starts at pool + b * block_bytes().
+struct KvBlockLayout {
+  size_t block_tokens = 16;
+  size_t head_dim = 64;
+  KvDtype dtype = KvDtype::kF32;
+
+  size_t elem_bytes() const { return dtype == KvDtype::kF32 ? 4 : dtype == KvDtype::kBF16 ? 2 : 1; }
+  size_t k_offset() const { return 0; }
+  size_t v_offset() const { return block_tokens * head_dim * elem_bytes(); }
+  size_t scales_offset() const { return 2 * block_tokens * head_dim * elem_bytes(); }
+  size_t block_bytes() const {
+    return scales_offset() + (dtype == KvDtype::kE4M3 ? 2 * block_tokens * sizeof(float) : 0);
+  }
+};
+
+// Writes n token rows (k, v: [n][head_dim], row stride src_stride floats) into `block` at
+// rows row0..row0+n-1 (row0 + n <= block_tokens), converting to the block's dtype.
+Status kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0, const float* k,
+                      const float* v, size_t n, size_t src_stride, Stream stream = {});
+// Reads rows row0..row0+n-1 back as float32 into k, v ([n][head_dim], contiguous).
+Status kv_block_read(const uint8_t* block, const KvBlockLayout& layout, size_t row0, size_t n,
+                     float* k, float* v, Stream stream = {});
+
+// One sequence of a paged attention batch. Each KV head g holds lengths[g] tokens in the blocks
+// block_ids[g][0..ceil(lengths[g] / block_tokens)), in token order; lengths may differ per head
+// (Ada-KV budgets). The sequence's n_queries new tokens are the LAST n_queries entries of every
+// head, so new query i (0-based) sees the first lengths[g] - n_queries + i + 1 entries of head g.
+struct PagedSequence {
+  const int32_t* const* block_ids;  // [Hkv] -> block ids of that head
+  const uint32_t* lengths;          // [Hkv]
+  size_t n_queries;                 // >= 1, <= min(lengths)
+  const float* q;                   // [n_queries][Hq][head_dim], row stride q_stride floats
+  size_t q_stride;
+  float* out;  // [n_queries][Hq][head_dim], row stride out_stride floats
+  size_t out_stride;
+};
+
+// Attention of every sequence's new queries over its ragged per-head paged cache (GQA: query
+// head h reads KV head h / (Hq / Hkv)). No eviction or sorting happens here.
+Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* pool,
+                       const KvBlockLayout& layout, size_t Hq, size_t Hkv, float scale,
+                       Stream stream = {});
+
+// Observation-window attention mass, the input of Ada-KV/SnapKV scoring. For each query head h:
+// the softmax (over keys 0..j_max, causal) attention of the last W queries (positions
+// n-W..n-1) over keys 0..n-1, summed over those W queries:
+//   out[h][j] = sum_{i=n-W}^{n-1} [j <= i] softmax_j'(q_i . k_j' * scale)[j]
+// q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), out: [Hq][n].
+// Only W x n scores per head are formed, never n x n. Requires 1 <= W <= n.
+Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
+                             size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv,
+                             size_t Dh, float scale, Stream stream = {});
+
+// float <-> storage conversions used by the KV blocks (exposed for tests).
+uint16_t fp32_to_bf16(float x);  // round to nearest even; NaN stays NaN
+float bf16_to_fp32(uint16_t x);
+uint8_t fp32_to_e4m3(float x);  // OCP FP8 E4M3 (no infinities, max 448), round to nearest even,
+                                // saturating to +-448; NaN -> 0x7F
+float e4m3_to_fp32(uint8_t x);
+
 }  // namespace adakv::kernels

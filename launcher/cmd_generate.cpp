@@ -7,6 +7,7 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
+#include "launcher/compression_flags.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 
@@ -25,6 +26,7 @@ struct GenerateOptions {
   bool chat = false;
   bool json = false;
   int threads = 0;
+  CompressionFlags compression;
 };
 
 std::string read_file(const std::string& path) {
@@ -44,6 +46,8 @@ int run_generate(const GenerateOptions& o) {
   req.prompt = engine.encode_prompt(prompt, o.chat);
   req.max_tokens = o.max_tokens;
   req.sampling = {o.temperature, o.top_p, o.top_k, o.seed};
+  req.compression = o.compression.config();
+  req.kv_dtype = o.compression.dtype();
 
   std::function<void(std::string_view)> stream;
   if (!o.json) {
@@ -64,20 +68,35 @@ int run_generate(const GenerateOptions& o) {
     j["prompt_tokens"] = r.prompt_tokens;
     j["kv"] = {{"full_bytes", r.kv_full_bytes},
                {"kept_bytes", r.kv_kept_bytes},
-               {"policy", "full"},
-               {"budgets", nullptr}};
+               {"after_prefill", {{"full_bytes", r.kv_full_after_prefill_bytes},
+                                  {"kept_bytes", r.kv_after_prefill_bytes},
+                                  {"pool_free_bytes", r.pool_free_after_prefill_bytes},
+                                  {"pool_bytes", r.pool_bytes}}},
+               {"policy", compression::to_string(req.compression.policy)},
+               {"scope", compression::to_string(req.compression.scope)},
+               {"dtype", o.compression.kv_dtype},
+               {"budgets", r.compression.kept}};
     j["timing"] = {{"prefill_s", r.prefill_s},
                    {"decode_s", r.decode_s},
                    {"prefill_tokens_per_s", prefill_tps},
-                   {"decode_tokens_per_s", decode_tps}};
+                   {"decode_tokens_per_s", decode_tps},
+                   {"score_s", r.compression.score_s},
+                   {"allocate_s", r.compression.allocate_s},
+                   {"compact_s", r.compression.compact_s}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::printf("\n");
     std::fprintf(stderr,
                  "[adakv] prompt %zu tokens, prefill %.2f s (%.1f tok/s); %zu generated, decode "
-                 "%.2f s (%.1f tok/s); finish: %s; KV cache %.2f MiB\n",
+                 "%.2f s (%.1f tok/s); finish: %s\n",
                  r.prompt_tokens, r.prefill_s, prefill_tps, r.tokens.size(), r.decode_s,
-                 decode_tps, r.finish_reason.c_str(), r.kv_kept_bytes / 1048576.0);
+                 decode_tps, r.finish_reason.c_str());
+    std::fprintf(stderr,
+                 "[adakv] KV cache (%s, policy %s): %.2f MiB held of %.2f MiB uncompressed "
+                 "(%.1f%%)\n",
+                 o.compression.kv_dtype.c_str(), compression::to_string(req.compression.policy),
+                 r.kv_kept_bytes / 1048576.0, r.kv_full_bytes / 1048576.0,
+                 100.0 * r.kv_kept_bytes / std::max<size_t>(r.kv_full_bytes, 1));
   }
   return 0;
 }
@@ -102,6 +121,7 @@ void add_generate(CLI::App& app, Runner& selected) {
   sub->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  o->compression.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {
       throw CLI::RequiredError("--prompt or --prompt-file");

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "model/gguf/gguf.h"
-#include "runtime/contiguous_kv_cache.h"
+#include "runtime/kv/block_pool.h"
 
 namespace adakv::runtime {
 namespace {
@@ -45,11 +45,17 @@ GenerateResult Engine::generate(const GenerateRequest& req,
                                 " (prompt plus at least one generated token)");
   }
   req.sampling.validate();
+  req.compression.validate(n_prompt);
   const size_t max_new = std::min(req.max_tokens, cfg.context_length - n_prompt);
 
   GenerateResult result;
   result.prompt_tokens = n_prompt;
-  ContiguousKvCache cache(cfg, n_prompt + max_new);
+  // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
+  // and what the full policy holds at the end.
+  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
+  const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
+  BlockPool pool(layout, blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+  PagedKvCache cache(pool, cfg, req.compression);
   Sampler sampler(req.sampling);
   tokenizer::StreamDecoder stream(tokenizer_);
   std::vector<float> logits;
@@ -57,6 +63,10 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   auto t0 = std::chrono::steady_clock::now();
   model_.forward(req.prompt.data(), n_prompt, cache, logits);
   result.prefill_s = seconds_since(t0);
+  result.kv_after_prefill_bytes = cache.held_bytes();
+  result.kv_full_after_prefill_bytes = cache.full_bytes();
+  result.pool_free_after_prefill_bytes = pool.free_bytes();
+  result.pool_bytes = pool.capacity() * pool.block_bytes();
 
   t0 = std::chrono::steady_clock::now();
   result.finish_reason = "length";
@@ -78,8 +88,9 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   if (on_text && !tail.empty()) on_text(tail);
   result.decode_s = seconds_since(t0);
 
-  result.kv_full_bytes = cache.used_bytes();
-  result.kv_kept_bytes = cache.used_bytes();
+  result.kv_full_bytes = cache.full_bytes();
+  result.kv_kept_bytes = cache.held_bytes();
+  result.compression = cache.report();
   return result;
 }
 

@@ -9,6 +9,9 @@
 
 #include "model/llama.h"
 #include "model/tokenizer/tokenizer.h"
+#include "kernels/ops.h"
+#include "runtime/compression/config.h"
+#include "runtime/kv/paged_kv_cache.h"
 #include "runtime/sampler.h"
 
 namespace adakv::gguf {
@@ -22,6 +25,9 @@ struct GenerateRequest {
   size_t max_tokens = 256;
   SamplingParams sampling;
   bool stop_at_eos = true;
+  compression::CompressionConfig compression;  // policy full: no compression
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
+  size_t block_tokens = 16;
 };
 
 struct GenerateResult {
@@ -31,8 +37,14 @@ struct GenerateResult {
   size_t prompt_tokens = 0;
   double prefill_s = 0;
   double decode_s = 0;
-  size_t kv_full_bytes = 0;  // float32 K/V of every token over all layers and heads
-  size_t kv_kept_bytes = 0;  // what the cache actually holds at the end
+  // KV memory at the end of generation, in the pool's dtype, block rounding included:
+  size_t kv_full_bytes = 0;   // what the uncompressed cache would hold
+  size_t kv_kept_bytes = 0;   // what the sequence holds
+  size_t kv_after_prefill_bytes = 0;      // held right after prefill (and compaction)
+  size_t kv_full_after_prefill_bytes = 0;  // uncompressed, right after prefill
+  size_t pool_free_after_prefill_bytes = 0;
+  size_t pool_bytes = 0;
+  CompressionReport compression;  // budgets per layer and head, scoring/allocation time
 };
 
 class Engine {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/vec_exp.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {
@@ -64,8 +65,10 @@ Status attention_causal(float* out, const float* q, const float* k, const float*
             const float correction = std::exp(row_max[i] - m);
             float sum = row_sum[i] * correction;
             for (size_t d = 0; d < Dh; ++d) ai[d] *= correction;
+            for (size_t j = 0; j < nk; ++j) scores[j] -= m;
+            exp_inplace(scores.data(), nk);
             for (size_t j = 0; j < nk; ++j) {
-              const float p = std::exp(scores[j] - m);
+              const float p = scores[j];
               sum += p;
               const float* vj = v + (k0 + j) * kv_stride + g * Dh;
 #pragma omp simd

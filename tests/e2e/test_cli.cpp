@@ -49,7 +49,7 @@ std::filesystem::path temp_file(const std::string& name, const std::string& cont
 
 TEST(Cli, GenerateJsonMatchesTheOracleGreedyTokens) {
   const auto r = adakv("generate " + model() +
-                       " --prompt 'The capital of France is' --max-tokens 8 --json");
+                       " --prompt 'The capital of France is' --max-tokens 8 --json --policy full");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   // HF transformers' greedy continuation (tests/data/logits_goldens.bin, first prompt).
@@ -58,8 +58,10 @@ TEST(Cli, GenerateJsonMatchesTheOracleGreedyTokens) {
   EXPECT_EQ(j["text"].get<std::string>().substr(0, 6), " Paris");
   EXPECT_EQ(j["finish_reason"], "length");
   EXPECT_EQ(j["prompt_tokens"], 5);
-  // 5 prompt tokens + 7 fed back; 30 layers x 3 KV heads x 64 x (K and V) x 4 bytes each.
-  EXPECT_EQ(j["kv"]["full_bytes"], 12 * 30 * 3 * 64 * 2 * 4);
+  // 5 prompt tokens + 7 fed back fill one 16-token block per head: 30 layers x 3 KV heads x
+  // 16 tokens x 64 x (K and V) x 4 bytes.
+  EXPECT_EQ(j["kv"]["full_bytes"], 30 * 3 * 16 * 64 * 2 * 4);
+  EXPECT_EQ(j["kv"]["kept_bytes"], j["kv"]["full_bytes"]);
   EXPECT_GT(j["timing"]["prefill_s"].get<double>(), 0.0);
   EXPECT_GT(j["timing"]["decode_s"].get<double>(), 0.0);
 }

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/vec_exp.h"
 #include "kernels/ops.h"
 #include "tests/unit/tolerances.h"
 
@@ -81,8 +82,8 @@ TEST(Kernels, RopeRotatesAdjacentPairs) {
         const float a = x[t * stride + h * Dh + 2 * i], b = x[t * stride + h * Dh + 2 * i + 1];
         EXPECT_NEAR(got[t * stride + h * Dh + 2 * i], a * std::cos(angle) - b * std::sin(angle),
                     2e-3);
-        EXPECT_NEAR(got[t * stride + h * Dh + 2 * i + 1],
-                    a * std::sin(angle) + b * std::cos(angle), 2e-3);
+        EXPECT_NEAR(got[t * stride + h * Dh + 2 * i + 1], a * std::sin(angle) + b * std::cos(angle),
+                    2e-3);
       }
     }
     for (size_t j = H * Dh; j < stride; ++j) EXPECT_EQ(got[t * stride + j], x[t * stride + j]);
@@ -123,7 +124,8 @@ std::vector<float> attention_reference(const std::vector<float>& q, const std::v
       double mx = -1e300;
       for (size_t j = 0; j < visible; ++j) {
         double d = 0;
-        for (size_t i = 0; i < Dh; ++i) d += double(q[(t * Hq + h) * Dh + i]) * kc[(j * Hkv + g) * Dh + i];
+        for (size_t i = 0; i < Dh; ++i)
+          d += double(q[(t * Hq + h) * Dh + i]) * kc[(j * Hkv + g) * Dh + i];
         s[j] = d * scale;
         mx = std::max(mx, s[j]);
       }
@@ -141,9 +143,11 @@ std::vector<float> attention_reference(const std::vector<float>& q, const std::v
 
 TEST(Kernels, CausalAttentionMatchesDenseReference) {
   // (T, n_kv): prefill from empty, decode of one token, and chunks crossing block boundaries.
-  const std::tuple<size_t, size_t, size_t, size_t, size_t> cases[] = {
-      {1, 1, 1, 1, 1}, {1, 300, 4, 2, 8}, {17, 17, 9, 3, 64}, {129, 257, 6, 3, 16},
-      {5, 769, 2, 1, 32}};
+  const std::tuple<size_t, size_t, size_t, size_t, size_t> cases[] = {{1, 1, 1, 1, 1},
+                                                                      {1, 300, 4, 2, 8},
+                                                                      {17, 17, 9, 3, 64},
+                                                                      {129, 257, 6, 3, 16},
+                                                                      {5, 769, 2, 1, 32}};
   for (auto [T, n_kv, Hq, Hkv, Dh] : cases) {
     auto q = random_vector(T * Hq * Dh, 8, 2.0f);
     auto kc = random_vector(n_kv * Hkv * Dh, 9, 2.0f);
@@ -164,4 +168,19 @@ TEST(Kernels, AttentionRejectsBadShapes) {
             k::Status::kInvalidArgument);  // more queries than cache entries
   EXPECT_EQ(k::attention_causal(&x, &x, &x, &x, 1, 1, 3, 2, 1, 1, 1, 1, 1.0f),
             k::Status::kInvalidArgument);  // heads not a multiple of KV heads
+}
+
+TEST(Kernels, VectorExpIsAccurate) {
+  std::vector<float> x;
+  for (float v = -100.0f; v <= 88.0f; v += 0.0137f) x.push_back(v);
+  auto y = x;
+  adakv::kernels::exp_inplace(y.data(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(double(x[i]));
+    if (x[i] < -87.0f) {
+      EXPECT_LE(y[i], 1e-37f);
+    } else {
+      ASSERT_NEAR(y[i] / want, 1.0, 3e-7) << "x = " << x[i];
+    }
+  }
 }

@@ -44,7 +44,8 @@ TEST(Sampler, SameSeedSameDraws) {
   std::vector<float> logits(100);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(float(i));
   Sampler a({0.9f, 0.95f, 40, 99}), b({0.9f, 0.95f, 40, 99});
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.sample(logits.data(), 100), b.sample(logits.data(), 100));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(a.sample(logits.data(), 100), b.sample(logits.data(), 100));
 }
 
 TEST(Sampler, RejectsBadParameters) {

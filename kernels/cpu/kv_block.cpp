@@ -1,0 +1,130 @@
+// Writing and reading token rows of one KV block (layout: KvBlockLayout in ops.h). Writes
+// convert float32 to the block's dtype; reads convert back, and are on the decode hot path
+// (attention_paged dequantizes through them), so they are written to vectorise.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+
+namespace adakv::kernels {
+namespace {
+
+constexpr float kE4M3Max = 448.0f;
+
+bool valid_rows(const KvBlockLayout& layout, size_t row0, size_t n) {
+  return layout.block_tokens > 0 && layout.head_dim > 0 && row0 <= layout.block_tokens &&
+         n <= layout.block_tokens - row0;
+}
+
+// The byte address of element (row, 0) of the K or V part (which = 0 or 1).
+size_t row_offset(const KvBlockLayout& layout, int which, size_t row) {
+  return (which == 0 ? layout.k_offset() : layout.v_offset()) +
+         row * layout.head_dim * layout.elem_bytes();
+}
+
+size_t scale_offset(const KvBlockLayout& layout, int which, size_t row) {
+  return layout.scales_offset() + (which * layout.block_tokens + row) * sizeof(float);
+}
+
+// Blocks are byte arrays with no alignment promise for their 16- or 32-bit parts, so every
+// multi-byte load and store goes through memcpy (one instruction once compiled).
+void write_row(uint8_t* block, const KvBlockLayout& layout, int which, size_t row,
+               const float* src) {
+  uint8_t* dst = block + row_offset(layout, which, row);
+  const size_t dim = layout.head_dim;
+  switch (layout.dtype) {
+    case KvDtype::kF32:
+      std::memcpy(dst, src, dim * sizeof(float));
+      break;
+    case KvDtype::kBF16:
+      for (size_t d = 0; d < dim; ++d) {
+        const uint16_t h = fp32_to_bf16(src[d]);
+        std::memcpy(dst + 2 * d, &h, sizeof(h));
+      }
+      break;
+    case KvDtype::kE4M3: {
+      float amax = 0.0f;  // NaNs are skipped: std::max keeps the first argument on NaN
+      for (size_t d = 0; d < dim; ++d) amax = std::max(amax, std::fabs(src[d]));
+      float scale = amax / kE4M3Max;
+      // An all-zero row (or one so tiny that its scale underflows) stores zeros with scale 1.
+      if (!(scale > 0.0f)) scale = 1.0f;
+      for (size_t d = 0; d < dim; ++d) dst[d] = fp32_to_e4m3(src[d] / scale);
+      std::memcpy(block + scale_offset(layout, which, row), &scale, sizeof(scale));
+      break;
+    }
+  }
+}
+
+// E4M3 decode without branches or tables so that the loop vectorises. For a normal code the
+// 7 magnitude bits shifted under float's exponent field give the same value times 2^-120
+// (exponent bias 127 instead of 7), so adding 120 to the exponent fixes it; subnormal codes
+// are m * 2^-9 directly; 0x7F is NaN. The selects are bit masks: GCC does not if-convert the
+// equivalent float ternaries. Tested against e4m3_to_fp32 on all 256 codes.
+inline float e4m3_decode(uint8_t c) {
+  const uint32_t magnitude = c & 0x7Fu;
+  const uint32_t normal = (magnitude << 20) + (120u << 23);
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(magnitude) * 0x1p-9f);
+  const uint32_t is_normal = 0u - static_cast<uint32_t>(magnitude >= 8);
+  const uint32_t is_nan = 0u - static_cast<uint32_t>(magnitude == 0x7F);
+  uint32_t bits = (normal & is_normal) | (subnormal & ~is_normal);
+  bits = (bits & ~is_nan) | (0x7FC00000u & is_nan);
+  return std::bit_cast<float>(bits | ((c & 0x80u) << 24));
+}
+
+void read_row(const uint8_t* block, const KvBlockLayout& layout, int which, size_t row,
+              float* dst) {
+  const uint8_t* src = block + row_offset(layout, which, row);
+  const size_t dim = layout.head_dim;
+  switch (layout.dtype) {
+    case KvDtype::kF32:
+      std::memcpy(dst, src, dim * sizeof(float));
+      break;
+    case KvDtype::kBF16:
+#pragma omp simd
+      for (size_t d = 0; d < dim; ++d) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * d, sizeof(h));
+        dst[d] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+      }
+      break;
+    case KvDtype::kE4M3: {
+      float scale;
+      std::memcpy(&scale, block + scale_offset(layout, which, row), sizeof(scale));
+#pragma omp simd
+      for (size_t d = 0; d < dim; ++d) dst[d] = e4m3_decode(src[d]) * scale;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+Status kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0, const float* k,
+                      const float* v, size_t n, size_t src_stride, Stream) {
+  if (!valid_rows(layout, row0, n)) return Status::kInvalidArgument;
+  if (n == 0) return Status::kOk;
+  if (!block || !k || !v) return Status::kInvalidArgument;
+  if (n > 1 && src_stride < layout.head_dim) return Status::kInvalidArgument;  // rows overlap
+  for (size_t i = 0; i < n; ++i) {
+    write_row(block, layout, 0, row0 + i, k + i * src_stride);
+    write_row(block, layout, 1, row0 + i, v + i * src_stride);
+  }
+  return Status::kOk;
+}
+
+Status kv_block_read(const uint8_t* block, const KvBlockLayout& layout, size_t row0, size_t n,
+                     float* k, float* v, Stream) {
+  if (!valid_rows(layout, row0, n)) return Status::kInvalidArgument;
+  if (n == 0) return Status::kOk;
+  if (!block || !k || !v) return Status::kInvalidArgument;
+  const size_t dim = layout.head_dim;
+  for (size_t i = 0; i < n; ++i) {
+    read_row(block, layout, 0, row0 + i, k + i * dim);
+    read_row(block, layout, 1, row0 + i, v + i * dim);
+  }
+  return Status::kOk;
+}
+
+}  // namespace adakv::kernels

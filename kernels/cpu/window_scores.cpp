@@ -1,0 +1,66 @@
+// Observation-window attention mass (the Ada-KV / SnapKV scorer's input): the causal softmax
+// attention of the last W prompt queries over the prompt, recomputed from Q and K and summed
+// over the window. Per query head only a W x n score tile is formed, never n x n.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace adakv::kernels {
+
+Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
+                             size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
+                             float scale, Stream) {
+  if (Hkv == 0 || Hq % Hkv != 0 || Dh == 0 || W == 0 || W > n) return Status::kInvalidArgument;
+  if (!out || !q || !k) return Status::kInvalidArgument;
+  if (n > 1 && (q_stride < Hq * Dh || k_stride < Hkv * Dh)) return Status::kInvalidArgument;
+  const size_t group = Hq / Hkv;
+  const size_t first = n - W;  // position of the window's first query
+
+#pragma omp parallel
+  {
+    std::vector<float> window_q(W * Dh), scores(W * n);
+#pragma omp for schedule(dynamic, 1)
+    for (size_t h = 0; h < Hq; ++h) {
+      const size_t g = h / group;
+      // Gather the window's queries of this head (pre-scaled) so the key loop below streams K
+      // once and dots each key against W contiguous queries that stay in L1.
+      for (size_t i = 0; i < W; ++i) {
+        const float* qi = q + (first + i) * q_stride + h * Dh;
+        for (size_t d = 0; d < Dh; ++d) window_q[i * Dh + d] = qi[d] * scale;
+      }
+      for (size_t j = 0; j < n; ++j) {
+        const float* kj = k + j * k_stride + g * Dh;
+        // Query i (position first + i) sees key j only when j <= first + i.
+        const size_t i0 = j > first ? j - first : 0;
+        for (size_t i = i0; i < W; ++i) {
+          const float* qi = window_q.data() + i * Dh;
+          float s = 0;
+#pragma omp simd reduction(+ : s)
+          for (size_t d = 0; d < Dh; ++d) s += qi[d] * kj[d];
+          scores[i * n + j] = s;
+        }
+      }
+
+      float* oh = out + h * n;
+      std::fill(oh, oh + n, 0.0f);
+      for (size_t i = 0; i < W; ++i) {
+        float* si = scores.data() + i * n;
+        const size_t n_keys = first + i + 1;
+        const float m = *std::max_element(si, si + n_keys);
+        float sum = 0;
+        for (size_t j = 0; j < n_keys; ++j) {
+          si[j] = std::exp(si[j] - m);
+          sum += si[j];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (size_t j = 0; j < n_keys; ++j) oh[j] += si[j] * inv;
+      }
+    }
+  }
+  return Status::kOk;
+}
+
+}  // namespace adakv::kernels

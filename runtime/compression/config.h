@@ -1,0 +1,77 @@
+// How the KV cache of a prompt is compressed after prefill: the policy, the budget and the
+// Ada-KV knobs. Defaults follow the official Ada-KV code (arXiv 2407.11550).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace adakv::compression {
+
+enum class Policy {
+  kFull,        // keep everything
+  kStreaming,   // `sink` first tokens + the most recent ones
+  kSnapKV,      // the same budget for every head, top tokens by window score
+  kPyramidKV,   // per-layer budgets decreasing linearly with depth, uniform across heads
+  kAdaKV,       // per-head adaptive budgets inside each layer (the default)
+  kAdaPyramid,  // pyramid layer budgets, then Ada-KV across the heads of each layer
+};
+enum class Scope { kLayer, kGlobal };       // allocate per layer, or across all layers at once
+enum class Rule { kTopK, kWaterfill };      // Ada-KV allocation rule (DESIGN.md)
+enum class Pooling { kMax, kAvg };          // smoothing of scores along the sequence
+enum class GqaAggregation { kMean, kMax };  // query heads of a group -> one KV head score
+
+struct CompressionConfig {
+  Policy policy = Policy::kAdaKV;
+  // Budget: average tokens kept per KV head, window included. Either a ratio of the prompt
+  // (budget_tokens == 0) or an absolute count.
+  double budget_ratio = 0.2;
+  size_t budget_tokens = 0;
+  size_t window = 32;  // observation window W: always kept, queries used for scoring
+  double alpha = 0.2;  // Ada-KV safeguard floor
+  Pooling pooling = Pooling::kMax;
+  size_t pool_kernel = 7;  // odd
+  GqaAggregation gqa = GqaAggregation::kMean;
+  Scope scope = Scope::kLayer;
+  Rule rule = Rule::kTopK;
+  size_t delta = 16;         // waterfill tile, tokens
+  size_t b_min = 32;         // waterfill starting budget per head, tokens (window excluded)
+  double pyramid_beta = 20;  // PyramidKV: smallest layer gets (B - W) / beta
+  size_t sink = 4;           // streaming: attention-sink tokens kept at the start
+
+  // Average budget per KV head, window included, for an n-token prompt (>= window, <= n).
+  size_t budget_per_head(size_t n) const;
+  // True when this policy and budget keep every token of an n-token prompt.
+  bool keeps_everything(size_t n) const;
+  // Throws std::invalid_argument naming the bad field (negative or zero budget, ratio > 1,
+  // alpha outside [0, 1], even or zero pool kernel, delta 0, beta <= 0, window 0; unless the
+  // policy is full: a token budget smaller than the window, a streaming sink not below the
+  // budget). With n > 0 also checks the prompt: the window must be shorter than the prompt
+  // unless the policy is full.
+  void validate(size_t n = 0) const;
+};
+
+// Names as used on the command line and in presets ("adakv", "layer", "maxpool", ...);
+// parse_* ignore case and throw std::invalid_argument listing the accepted names. Pooling
+// also accepts "max" and "avg".
+const char* to_string(Policy p);
+const char* to_string(Scope s);
+const char* to_string(Rule r);
+const char* to_string(Pooling p);
+const char* to_string(GqaAggregation g);
+Policy parse_policy(const std::string& s);
+Scope parse_scope(const std::string& s);
+Rule parse_rule(const std::string& s);
+Pooling parse_pooling(const std::string& s);
+GqaAggregation parse_gqa(const std::string& s);
+// "0.2" or "20%" -> ratio in (0, 1]; "128" (integer >= 1, no dot) -> tokens per head. Throws
+// std::invalid_argument for anything else ("", "abc", "-1", "0", "1.5", "150%").
+void parse_budget(const std::string& s, CompressionConfig& c);
+
+// Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
+// pooling, pool_kernel, gqa, scope, rule, delta, b_min, pyramid_beta, sink; absent keys keep
+// their defaults, an empty file gives the defaults. Unreadable files, YAML syntax errors,
+// unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and
+// the key); the result is validate()d.
+CompressionConfig load_preset(const std::string& path);
+
+}  // namespace adakv::compression

@@ -1,0 +1,56 @@
+#include "runtime/compression/scorer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/ops.h"
+
+namespace adakv::compression {
+
+void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling pooling) {
+  const ptrdiff_t half = static_cast<ptrdiff_t>(kernel / 2);
+  for (ptrdiff_t i = 0; i < static_cast<ptrdiff_t>(n); ++i) {
+    const ptrdiff_t lo = std::max<ptrdiff_t>(0, i - half);
+    const ptrdiff_t hi = std::min<ptrdiff_t>(static_cast<ptrdiff_t>(n) - 1, i + half);
+    if (pooling == Pooling::kMax) {
+      float m = in[lo];
+      for (ptrdiff_t j = lo + 1; j <= hi; ++j) m = std::max(m, in[j]);
+      out[i] = m;
+    } else {
+      float s = 0;
+      for (ptrdiff_t j = lo; j <= hi; ++j) s += in[j];
+      out[i] = s / static_cast<float>(kernel);
+    }
+  }
+}
+
+std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
+                               size_t n, size_t Hq, size_t Hkv, size_t Dh,
+                               const CompressionConfig& c) {
+  const size_t W = c.window;
+  if (W == 0 || W >= n) throw std::invalid_argument("score_layer: need 1 <= window < prompt");
+  const size_t prefix = n - W, group = Hq / Hkv;
+  std::vector<float> mass(Hq * n);
+  kernels::check(kernels::window_attention_mass(mass.data(), q, q_stride, k, k_stride, n, W, Hq,
+                                                Hkv, Dh, 1.0f / std::sqrt(static_cast<float>(Dh))),
+                 "window_attention_mass");
+  std::vector<float> pooled(Hq * prefix), scores(Hkv * prefix);
+  for (size_t h = 0; h < Hq; ++h) {
+    pool1d(mass.data() + h * n, pooled.data() + h * prefix, prefix, c.pool_kernel, c.pooling);
+  }
+  for (size_t g = 0; g < Hkv; ++g) {
+    float* out = scores.data() + g * prefix;
+    for (size_t j = 0; j < prefix; ++j) {
+      float agg = c.gqa == GqaAggregation::kMax ? pooled[g * group * prefix + j] : 0.0f;
+      for (size_t r = 0; r < group; ++r) {
+        const float v = pooled[(g * group + r) * prefix + j];
+        agg = c.gqa == GqaAggregation::kMax ? std::max(agg, v) : agg + v;
+      }
+      out[j] = c.gqa == GqaAggregation::kMax ? agg : agg / static_cast<float>(group);
+    }
+  }
+  return scores;
+}
+
+}  // namespace adakv::compression

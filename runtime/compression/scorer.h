@@ -1,0 +1,23 @@
+// Ada-KV / SnapKV token scores of one layer: how much attention the observation window (the
+// last W prompt queries) pays to each earlier position, smoothed along the sequence and
+// aggregated over each GQA group. Window positions themselves are always kept, so only the
+// prefix (positions 0..n-W-1) is scored.
+#pragma once
+
+#include <vector>
+
+#include "runtime/compression/config.h"
+
+namespace adakv::compression {
+
+// q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), both after RoPE.
+// Returns scores [Hkv][n - W], row-major. Requires W < n.
+std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
+                               size_t n, size_t Hq, size_t Hkv, size_t Dh,
+                               const CompressionConfig& config);
+
+// The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
+// kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).
+void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling pooling);
+
+}  // namespace adakv::compression

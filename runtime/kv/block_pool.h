@@ -1,0 +1,45 @@
+// The KV block pool: one arena of fixed-size blocks, each holding `block_tokens` tokens of K
+// and V of ONE KV head of ONE layer (layout: kernels::KvBlockLayout). Sequences own blocks
+// through their head tables; compaction returns blocks here, where any sequence can reuse them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace adakv::runtime {
+
+class BlockPool {
+ public:
+  BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks);
+
+  // A free block id, or -1 when the pool is exhausted.
+  int32_t allocate();
+  // Returns a block. Throws std::logic_error on an id that is out of range or already free
+  // (a double free is a bug in the caller, never silently accepted).
+  void release(int32_t id);
+
+  uint8_t* block(int32_t id) { return arena_.data() + static_cast<size_t>(id) * block_bytes_; }
+  const uint8_t* block(int32_t id) const {
+    return arena_.data() + static_cast<size_t>(id) * block_bytes_;
+  }
+  const uint8_t* arena() const { return arena_.data(); }
+  const kernels::KvBlockLayout& layout() const { return layout_; }
+
+  size_t capacity() const { return in_use_.size(); }
+  size_t free_blocks() const { return free_.size(); }
+  size_t used_blocks() const { return capacity() - free_blocks(); }
+  size_t block_bytes() const { return block_bytes_; }
+  size_t used_bytes() const { return used_blocks() * block_bytes_; }
+  size_t free_bytes() const { return free_blocks() * block_bytes_; }
+
+ private:
+  kernels::KvBlockLayout layout_;
+  size_t block_bytes_;
+  std::vector<uint8_t> arena_;
+  std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
+  std::vector<bool> in_use_;
+};
+
+}  // namespace adakv::runtime

@@ -1,0 +1,269 @@
+#include "runtime/kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/compression/allocator.h"
+#include "runtime/compression/scorer.h"
+
+namespace adakv::runtime {
+namespace {
+
+using compression::Policy;
+using compression::Scope;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Copies one token row (K, V and, for E4M3, their scales) between blocks, byte for byte, so
+// compaction never re-quantizes.
+void copy_row(const kernels::KvBlockLayout& l, const uint8_t* src, size_t src_row, uint8_t* dst,
+              size_t dst_row) {
+  const size_t row_bytes = l.head_dim * l.elem_bytes();
+  std::memcpy(dst + l.k_offset() + dst_row * row_bytes, src + l.k_offset() + src_row * row_bytes,
+              row_bytes);
+  std::memcpy(dst + l.v_offset() + dst_row * row_bytes, src + l.v_offset() + src_row * row_bytes,
+              row_bytes);
+  if (l.dtype == kernels::KvDtype::kE4M3) {
+    auto* ds = reinterpret_cast<float*>(dst + l.scales_offset());
+    const auto* ss = reinterpret_cast<const float*>(src + l.scales_offset());
+    ds[dst_row] = ss[src_row];
+    ds[l.block_tokens + dst_row] = ss[l.block_tokens + src_row];
+  }
+}
+
+}  // namespace
+
+PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
+                           const compression::CompressionConfig& compression,
+                           GainExchange exchange)
+    : pool_(pool),
+      model_(model),
+      compression_(compression),
+      exchange_(std::move(exchange)),
+      heads_(model.n_layers, std::vector<HeadTable>(model.n_kv_heads)) {
+  compression_.validate();
+  if (pool.layout().head_dim != model.head_dim) {
+    throw std::invalid_argument("KV pool head_dim " + std::to_string(pool.layout().head_dim) +
+                                " does not match the model's " + std::to_string(model.head_dim));
+  }
+  if (compression_.scope == Scope::kGlobal && compression_.policy != Policy::kAdaKV &&
+      compression_.policy != Policy::kFull) {
+    throw std::invalid_argument(std::string("scope global applies to policy adakv, not ") +
+                                compression::to_string(compression_.policy));
+  }
+}
+
+PagedKvCache::~PagedKvCache() {
+  for (auto& layer : heads_) {
+    for (auto& head : layer) release(head);
+  }
+}
+
+void PagedKvCache::release(HeadTable& head) {
+  for (int32_t id : head.blocks) pool_.release(id);
+  head.blocks.clear();
+  head.length = 0;
+}
+
+size_t PagedKvCache::held_blocks() const {
+  size_t n = 0;
+  for (const auto& layer : heads_) {
+    for (const auto& head : layer) n += head.blocks.size();
+  }
+  return n;
+}
+
+size_t PagedKvCache::full_bytes() const {
+  const size_t bt = pool_.layout().block_tokens;
+  const size_t blocks_per_head = (position_ + bt - 1) / bt;
+  return blocks_per_head * model_.n_layers * model_.n_kv_heads * pool_.block_bytes();
+}
+
+void PagedKvCache::append_rows(HeadTable& head, const float* k, const float* v, size_t stride,
+                               size_t n) {
+  const auto& layout = pool_.layout();
+  for (size_t done = 0; done < n;) {
+    const size_t row = head.length % layout.block_tokens;
+    if (row == 0) {
+      const int32_t id = pool_.allocate();
+      if (id < 0) {
+        throw std::length_error("KV pool exhausted: all " + std::to_string(pool_.capacity()) +
+                                " blocks are in use");
+      }
+      head.blocks.push_back(id);
+    }
+    const size_t count = std::min(layout.block_tokens - row, n - done);
+    kernels::check(kernels::kv_block_write(pool_.block(head.blocks.back()), layout, row,
+                                           k + done * stride, v + done * stride, count, stride),
+                   "kv_block_write");
+    head.length += static_cast<uint32_t>(count);
+    done += count;
+  }
+}
+
+void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stride,
+                                     const float* k, const float* v, size_t kv_stride, size_t n,
+                                     float* out) {
+  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
+  if (position_ == 0 && n > 1) {
+    prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out);
+    return;
+  }
+  auto& heads = heads_[layer];
+  for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+
+  std::vector<const int32_t*> block_ids(Hkv);
+  std::vector<uint32_t> lengths(Hkv);
+  for (size_t g = 0; g < Hkv; ++g) {
+    block_ids[g] = heads[g].blocks.data();
+    lengths[g] = heads[g].length;
+  }
+  const kernels::PagedSequence seq{block_ids.data(), lengths.data(), n, q, q_stride,
+                                   out, model_.q_width()};
+  kernels::check(kernels::attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
+                                          Hkv, 1.0f / std::sqrt(static_cast<float>(Dh))),
+                 "attention_paged");
+}
+
+void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
+                                 const float* v, size_t kv_stride, size_t n, float* out) {
+  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, W = compression_.window;
+  kernels::check(kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
+                                           kv_stride, model_.q_width(),
+                                           1.0f / std::sqrt(static_cast<float>(Dh))),
+                 "attention_causal");
+  auto& heads = heads_[layer];
+  if (report_.kept.empty()) {
+    report_.prompt_tokens = n;
+    report_.kept.assign(model_.n_layers, std::vector<size_t>(Hkv, n));
+  }
+  auto keep_rows = [&](size_t g, const std::vector<uint32_t>& positions) {
+    std::vector<float> kk(positions.size() * Dh), vv(positions.size() * Dh);
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::memcpy(&kk[i * Dh], k + positions[i] * kv_stride + g * Dh, Dh * sizeof(float));
+      std::memcpy(&vv[i * Dh], v + positions[i] * kv_stride + g * Dh, Dh * sizeof(float));
+    }
+    append_rows(heads[g], kk.data(), vv.data(), Dh, positions.size());
+    report_.kept[layer][g] = positions.size();
+  };
+  auto keep_all = [&] {
+    for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+  };
+
+  const Policy policy = compression_.policy;
+  // A budget of the whole prompt (or more) compresses nothing, bit for bit.
+  if (compression_.keeps_everything(n) || n <= W) return keep_all();
+  const size_t B = compression_.budget_per_head(n);
+  if (policy == Policy::kStreaming) {
+    const size_t sink = std::min(compression_.sink, B), recent = B - sink;
+    std::vector<uint32_t> positions;
+    for (size_t i = 0; i < n; ++i) {
+      if (i < sink || i >= n - recent) positions.push_back(static_cast<uint32_t>(i));
+    }
+    for (size_t g = 0; g < Hkv; ++g) keep_rows(g, positions);
+    return;
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t prefix = n - W;
+  auto scores = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv, Dh,
+                                         compression_);
+  report_.score_s += seconds_since(t0);
+
+  if (compression_.scope == Scope::kGlobal) {
+    keep_all();
+    pending_scores_.resize(model_.n_layers);
+    pending_scores_[layer] = std::move(scores);
+    if (layer + 1 == model_.n_layers) compact_global();
+    return;
+  }
+  const auto budgets = allocate(scores, Hkv, prefix, layer);
+  t0 = std::chrono::steady_clock::now();
+  for (size_t g = 0; g < Hkv; ++g) {
+    keep_rows(g, kept_positions(scores.data() + g * prefix, prefix, budgets[g], n));
+  }
+  report_.compact_s += seconds_since(t0);
+}
+
+std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, size_t rows,
+                                           size_t prefix, size_t first_layer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t W = compression_.window, n = prefix + W, Hkv = model_.n_kv_heads;
+  const size_t B = compression_.budget_per_head(n);
+  const Policy policy = compression_.policy;
+  std::vector<size_t> pyramid;
+  if (policy == Policy::kPyramidKV || policy == Policy::kAdaPyramid) {
+    pyramid = compression::pyramid_layer_budgets(model_.n_layers, B, W, compression_.pyramid_beta);
+  }
+  // Prefix budget (window excluded) of a row's layer before any per-head adaptation.
+  auto layer_base = [&](size_t row) {
+    const size_t b = pyramid.empty() ? B : pyramid[first_layer + row / Hkv];
+    return std::min(prefix, b > W ? b - W : 0);
+  };
+  std::vector<size_t> budgets(rows);
+  if (policy == Policy::kSnapKV || policy == Policy::kPyramidKV) {
+    for (size_t r = 0; r < rows; ++r) budgets[r] = layer_base(r);
+  } else {
+    const bool topk = compression_.rule == compression::Rule::kTopK;
+    compression::GainMatrix gains(rows, prefix, topk ? 1 : compression_.delta);
+    for (size_t r = 0; r < rows; ++r) gains.fill_row(r, scores.data() + r * prefix);
+    if (exchange_) exchange_(gains.data);
+    const size_t base = layer_base(0);
+    const size_t total = rows * base;
+    budgets = topk ? compression::allocate_topk(gains, total, base, compression_.alpha)
+                   : compression::allocate_waterfill(gains, total, compression_.b_min);
+  }
+  report_.allocate_s += seconds_since(t0);
+  return budgets;
+}
+
+std::vector<uint32_t> PagedKvCache::kept_positions(const float* scores, size_t prefix,
+                                                   size_t keep, size_t n) const {
+  auto positions = compression::select_top_positions(scores, prefix, std::min(keep, prefix));
+  for (size_t i = prefix; i < n; ++i) positions.push_back(static_cast<uint32_t>(i));
+  return positions;
+}
+
+void PagedKvCache::compact_global() {
+  const size_t Hkv = model_.n_kv_heads, L = model_.n_layers;
+  const size_t n = report_.prompt_tokens, prefix = n - compression_.window;
+  std::vector<float> all;
+  all.reserve(L * Hkv * prefix);
+  for (const auto& s : pending_scores_) all.insert(all.end(), s.begin(), s.end());
+  pending_scores_.clear();
+  const auto budgets = allocate(all, L * Hkv, prefix, 0);
+
+  // In place: kept positions ascend, so row i moves from position p_i >= i and never
+  // overwrites a row still to be read; then the blocks past the new length go back. No block
+  // is needed during compaction, so it works with a pool filled by the prefill.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& layout = pool_.layout();
+  const size_t bt = layout.block_tokens;
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t g = 0; g < Hkv; ++g) {
+      const size_t row = l * Hkv + g;
+      const auto positions = kept_positions(all.data() + row * prefix, prefix, budgets[row], n);
+      HeadTable& head = heads_[l][g];
+      for (size_t i = 0; i < positions.size(); ++i) {
+        const size_t p = positions[i];
+        if (p == i) continue;
+        copy_row(layout, pool_.block(head.blocks[p / bt]), p % bt, pool_.block(head.blocks[i / bt]),
+                 i % bt);
+      }
+      head.length = static_cast<uint32_t>(positions.size());
+      const size_t blocks_needed = (positions.size() + bt - 1) / bt;
+      for (size_t b = blocks_needed; b < head.blocks.size(); ++b) pool_.release(head.blocks[b]);
+      head.blocks.resize(blocks_needed);
+      report_.kept[l][g] = positions.size();
+    }
+  }
+  report_.compact_s += seconds_since(t0);
+}
+
+}  // namespace adakv::runtime

@@ -1,0 +1,85 @@
+// One sequence's KV cache in the head-paged block pool, compressed with Ada-KV after prefill.
+//
+// Table: [layer][kv head] -> block ids + length. Keys are stored after RoPE, so a kept token
+// keeps its position; new tokens take position = prompt length + steps (next_position()).
+//
+// Prefill (the first append of a layer, n > 1 tokens) attends over the raw q/k/v with full
+// causal attention, so compression never changes prefill outputs. Then, unless the policy is
+// `full`:
+//   scope layer:  score -> gain matrix -> (exchange) -> budgets -> write only the kept rows
+//                 (the full-size K/V of a layer never lands in the pool);
+//   scope global: write every row; after the last layer, one allocation across all layers and
+//                 heads, then each head's kept rows move to fresh blocks and the rest go back.
+// Decode appends to each head's last block and attends with kernels::attention_paged.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "runtime/compression/config.h"
+#include "runtime/kv/block_pool.h"
+
+namespace adakv::runtime {
+
+// Sums a gain matrix over the ranks that share the allocation (identity on one rank).
+using GainExchange = std::function<void(std::vector<float>& matrix)>;
+
+struct CompressionReport {
+  size_t prompt_tokens = 0;
+  // Tokens kept per [layer][kv head] after compaction, window included.
+  std::vector<std::vector<size_t>> kept;
+  double score_s = 0, allocate_s = 0, compact_s = 0;
+};
+
+class PagedKvCache : public model::KvCache {
+ public:
+  PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
+               const compression::CompressionConfig& compression, GainExchange exchange = {});
+  ~PagedKvCache() override;
+  PagedKvCache(const PagedKvCache&) = delete;
+  PagedKvCache& operator=(const PagedKvCache&) = delete;
+
+  size_t next_position() const override { return position_; }
+  void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                         const float* v, size_t kv_stride, size_t n, float* out) override;
+  void commit(size_t n) override { position_ += n; }
+
+  size_t head_length(size_t layer, size_t head) const { return heads_[layer][head].length; }
+  size_t held_blocks() const;
+  size_t held_bytes() const { return held_blocks() * pool_.block_bytes(); }
+  // Bytes the same tokens take uncompressed in the same pool (block rounding included).
+  size_t full_bytes() const;
+  const CompressionReport& report() const { return report_; }
+
+ private:
+  struct HeadTable {
+    std::vector<int32_t> blocks;
+    uint32_t length = 0;
+  };
+
+  void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
+                     const float* v, size_t kv_stride, size_t n, float* out);
+  // Per-head prefix tokens to keep (window excluded) for the rows of `scores`
+  // ([rows][prefix]); rows span one layer, or every layer for scope global.
+  std::vector<size_t> allocate(const std::vector<float>& scores, size_t rows, size_t prefix,
+                               size_t first_layer);
+  // Chronological kept positions of one head: top `keep` prefix positions plus the window.
+  std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
+                                       size_t n) const;
+  void append_rows(HeadTable& head, const float* k, const float* v, size_t stride, size_t n);
+  void compact_global();
+  void release(HeadTable& head);
+
+  BlockPool& pool_;
+  model::ModelConfig model_;
+  compression::CompressionConfig compression_;
+  GainExchange exchange_;
+  std::vector<std::vector<HeadTable>> heads_;  // [layer][kv head]
+  size_t position_ = 0;
+  std::vector<std::vector<float>> pending_scores_;  // scope global: [layer][head][prefix]
+  CompressionReport report_;
+};
+
+}  // namespace adakv::runtime

@@ -1,0 +1,272 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/compression/config.h"
+
+using namespace adakv::compression;
+
+namespace {
+
+const std::string kPresetDir = std::string(ADAKV_TEST_DATA_DIR) + "/../../configs/compression/";
+
+// The message of the std::invalid_argument that f throws ("" and a test failure if none).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no std::invalid_argument thrown";
+  return "";
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = testing::TempDir() + "adakv_compression_" + name + ".yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST(CompressionConfig, DefaultsFollowTheOfficialCode) {
+  const CompressionConfig c;
+  EXPECT_EQ(c.policy, Policy::kAdaKV);
+  EXPECT_EQ(c.window, 32u);
+  EXPECT_EQ(c.pooling, Pooling::kMax);
+  EXPECT_EQ(c.pool_kernel, 7u);
+  EXPECT_EQ(c.gqa, GqaAggregation::kMean);
+  EXPECT_DOUBLE_EQ(c.alpha, 0.2);
+  EXPECT_EQ(c.rule, Rule::kTopK);
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_NO_THROW(c.validate(1000));
+}
+
+TEST(CompressionConfig, BudgetPerHead) {
+  CompressionConfig c;  // ratio 0.2, window 32
+  EXPECT_EQ(c.budget_per_head(1000), 200u);
+  EXPECT_EQ(c.budget_per_head(100), 32u);  // 20 is below the window
+  EXPECT_EQ(c.budget_per_head(10), 10u);   // min(window, n)
+  EXPECT_EQ(c.budget_per_head(0), 0u);
+  c.budget_ratio = 0.25;
+  EXPECT_EQ(c.budget_per_head(130), 33u);  // round(32.5)
+  c.budget_ratio = 1.0;
+  EXPECT_EQ(c.budget_per_head(77), 77u);
+  c.budget_tokens = 128;
+  EXPECT_EQ(c.budget_per_head(1000), 128u);
+  EXPECT_EQ(c.budget_per_head(100), 100u);
+}
+
+TEST(CompressionConfig, KeepsEverything) {
+  CompressionConfig c;
+  EXPECT_FALSE(c.keeps_everything(1000));
+  EXPECT_TRUE(c.keeps_everything(20));  // the window alone covers the prompt
+  c.budget_tokens = 128;
+  EXPECT_TRUE(c.keeps_everything(128));
+  EXPECT_FALSE(c.keeps_everything(129));
+  c.policy = Policy::kFull;
+  EXPECT_TRUE(c.keeps_everything(100000));
+}
+
+TEST(CompressionConfig, EveryBadValueNamesItsField) {
+  struct Case {
+    std::function<void(CompressionConfig&)> set;
+    std::vector<std::string> words;  // the field and the value
+  };
+  const std::vector<Case> cases = {
+      {[](auto& c) { c.budget_ratio = -0.1; }, {"budget", "-0.1"}},
+      {[](auto& c) { c.budget_ratio = 0.0; }, {"budget", "0"}},
+      {[](auto& c) { c.budget_ratio = 1.5; }, {"budget", "1.5"}},
+      {[](auto& c) { c.alpha = -0.5; }, {"alpha", "-0.5"}},
+      {[](auto& c) { c.alpha = 1.01; }, {"alpha", "1.01"}},
+      {[](auto& c) { c.pool_kernel = 0; }, {"pool_kernel", "0"}},
+      {[](auto& c) { c.pool_kernel = 6; }, {"pool_kernel", "6"}},
+      {[](auto& c) { c.delta = 0; }, {"delta", "0"}},
+      {[](auto& c) { c.pyramid_beta = 0.0; }, {"pyramid_beta", "0"}},
+      {[](auto& c) { c.pyramid_beta = -2.0; }, {"pyramid_beta", "-2"}},
+      {[](auto& c) { c.window = 0; }, {"window", "0"}},
+      {[](auto& c) { c.budget_tokens = 16; }, {"budget", "16", "window", "32"}},
+      {[](auto& c) {
+         c.policy = Policy::kStreaming;
+         c.budget_tokens = 40;
+         c.sink = 40;
+       },
+       {"sink", "40"}},
+  };
+  for (const Case& k : cases) {
+    CompressionConfig c;
+    k.set(c);
+    const std::string msg = error_of([&] { c.validate(); });
+    for (const std::string& w : k.words) EXPECT_NE(msg.find(w), std::string::npos) << msg;
+  }
+}
+
+TEST(CompressionConfig, PromptMustBeLongerThanTheWindowUnlessFull) {
+  CompressionConfig c;
+  const std::string msg = error_of([&] { c.validate(20); });
+  EXPECT_NE(msg.find("window 32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("20"), std::string::npos) << msg;
+  EXPECT_THROW(c.validate(32), std::invalid_argument);
+  EXPECT_NO_THROW(c.validate(33));
+  c.policy = Policy::kFull;
+  EXPECT_NO_THROW(c.validate(20));
+  c.budget_tokens = 8;  // irrelevant when nothing is compressed
+  EXPECT_NO_THROW(c.validate(20));
+}
+
+TEST(CompressionConfig, NamesRoundTripAndIgnoreCase) {
+  for (Policy p : {Policy::kFull, Policy::kStreaming, Policy::kSnapKV, Policy::kPyramidKV,
+                   Policy::kAdaKV, Policy::kAdaPyramid}) {
+    EXPECT_EQ(parse_policy(to_string(p)), p);
+  }
+  EXPECT_STREQ(to_string(Policy::kAdaPyramid), "ada-pyramid");
+  EXPECT_EQ(parse_policy("AdaKV"), Policy::kAdaKV);
+  for (Scope s : {Scope::kLayer, Scope::kGlobal}) EXPECT_EQ(parse_scope(to_string(s)), s);
+  for (Rule r : {Rule::kTopK, Rule::kWaterfill}) EXPECT_EQ(parse_rule(to_string(r)), r);
+  for (Pooling p : {Pooling::kMax, Pooling::kAvg}) EXPECT_EQ(parse_pooling(to_string(p)), p);
+  EXPECT_STREQ(to_string(Pooling::kAvg), "avgpool");
+  EXPECT_EQ(parse_pooling("max"), Pooling::kMax);
+  EXPECT_EQ(parse_pooling("avg"), Pooling::kAvg);
+  for (GqaAggregation g : {GqaAggregation::kMean, GqaAggregation::kMax}) {
+    EXPECT_EQ(parse_gqa(to_string(g)), g);
+  }
+}
+
+TEST(CompressionConfig, UnknownNamesListTheAcceptedOnes) {
+  std::string msg = error_of([] { parse_policy("h2o"); });
+  EXPECT_NE(msg.find("h2o"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("full|streaming|snapkv|pyramidkv|adakv|ada-pyramid"), std::string::npos);
+  msg = error_of([] { parse_scope("head"); });
+  EXPECT_NE(msg.find("layer|global"), std::string::npos) << msg;
+  msg = error_of([] { parse_rule("greedy"); });
+  EXPECT_NE(msg.find("topk|waterfill"), std::string::npos) << msg;
+  msg = error_of([] { parse_pooling("min"); });
+  EXPECT_NE(msg.find("maxpool|avgpool"), std::string::npos) << msg;
+  msg = error_of([] { parse_gqa("sum"); });
+  EXPECT_NE(msg.find("mean|max"), std::string::npos) << msg;
+}
+
+TEST(CompressionConfig, ParseBudgetAcceptsRatiosPercentAndTokens) {
+  CompressionConfig c;
+  parse_budget("0.2", c);
+  EXPECT_DOUBLE_EQ(c.budget_ratio, 0.2);
+  EXPECT_EQ(c.budget_tokens, 0u);
+  parse_budget("128", c);
+  EXPECT_EQ(c.budget_tokens, 128u);
+  parse_budget("20%", c);  // a ratio again: the token count is cleared
+  EXPECT_DOUBLE_EQ(c.budget_ratio, 0.2);
+  EXPECT_EQ(c.budget_tokens, 0u);
+  parse_budget("1.0", c);
+  EXPECT_DOUBLE_EQ(c.budget_ratio, 1.0);
+  parse_budget("100%", c);
+  EXPECT_DOUBLE_EQ(c.budget_ratio, 1.0);
+  parse_budget(" 64 ", c);
+  EXPECT_EQ(c.budget_tokens, 64u);
+}
+
+TEST(CompressionConfig, ParseBudgetRejectsNonsense) {
+  for (const std::string bad : {"-1", "0", "abc", "1.5", "", "0.0", "150%", "%", "-5%", "nan",
+                                "inf", "0x10", "12abc", "99999999999999999999999"}) {
+    CompressionConfig c;
+    const std::string msg = error_of([&] { parse_budget(bad, c); });
+    EXPECT_NE(msg.find("budget"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"" + bad + "\""), std::string::npos) << msg;
+    EXPECT_EQ(c.budget_tokens, 0u) << "a rejected budget must not change the config";
+    EXPECT_DOUBLE_EQ(c.budget_ratio, 0.2);
+  }
+}
+
+TEST(CompressionPreset, RepositoryPresetsLoad) {
+  const CompressionConfig d = load_preset(kPresetDir + "default.yaml");
+  const CompressionConfig ref;
+  EXPECT_EQ(d.policy, ref.policy);
+  EXPECT_DOUBLE_EQ(d.budget_ratio, ref.budget_ratio);
+  EXPECT_EQ(d.budget_tokens, ref.budget_tokens);
+  EXPECT_EQ(d.window, ref.window);
+  EXPECT_DOUBLE_EQ(d.alpha, ref.alpha);
+  EXPECT_EQ(d.pooling, ref.pooling);
+  EXPECT_EQ(d.pool_kernel, ref.pool_kernel);
+  EXPECT_EQ(d.gqa, ref.gqa);
+  EXPECT_EQ(d.scope, ref.scope);
+  EXPECT_EQ(d.rule, ref.rule);
+  EXPECT_EQ(d.delta, ref.delta);
+  EXPECT_EQ(d.b_min, ref.b_min);
+  EXPECT_DOUBLE_EQ(d.pyramid_beta, ref.pyramid_beta);
+  EXPECT_EQ(d.sink, ref.sink);
+
+  EXPECT_EQ(load_preset(kPresetDir + "ada-pyramid.yaml").policy, Policy::kAdaPyramid);
+  const CompressionConfig s = load_preset(kPresetDir + "snapkv.yaml");
+  EXPECT_EQ(s.policy, Policy::kSnapKV);
+  EXPECT_EQ(s.budget_tokens, 128u);
+}
+
+TEST(CompressionPreset, ValuesOfEveryKindParse) {
+  const std::string path = write_temp("kinds", R"(policy: PyramidKV
+budget: "25%"
+window: 16
+alpha: 0.5
+pooling: avg
+pool_kernel: 5
+gqa: max
+scope: global
+rule: waterfill
+delta: 8
+b_min: 0
+pyramid_beta: 4.5
+sink: 2
+)");
+  const CompressionConfig c = load_preset(path);
+  EXPECT_EQ(c.policy, Policy::kPyramidKV);
+  EXPECT_DOUBLE_EQ(c.budget_ratio, 0.25);
+  EXPECT_EQ(c.window, 16u);
+  EXPECT_DOUBLE_EQ(c.alpha, 0.5);
+  EXPECT_EQ(c.pooling, Pooling::kAvg);
+  EXPECT_EQ(c.pool_kernel, 5u);
+  EXPECT_EQ(c.gqa, GqaAggregation::kMax);
+  EXPECT_EQ(c.scope, Scope::kGlobal);
+  EXPECT_EQ(c.rule, Rule::kWaterfill);
+  EXPECT_EQ(c.delta, 8u);
+  EXPECT_EQ(c.b_min, 0u);
+  EXPECT_DOUBLE_EQ(c.pyramid_beta, 4.5);
+  EXPECT_EQ(c.sink, 2u);
+  EXPECT_EQ(load_preset(write_temp("empty", "# nothing\n")).policy, Policy::kAdaKV);
+}
+
+TEST(CompressionPreset, BadFilesNameTheFileAndKey) {
+  struct Case {
+    std::string name, text;
+    std::vector<std::string> words;
+  };
+  const std::vector<Case> cases = {
+      {"unknown", "policy: adakv\nwindw: 32\n", {"unknown key", "windw", "window"}},
+      {"wrongtype", "alpha: high\n", {"alpha", "high"}},
+      {"negative", "window: -4\n", {"window", "-4"}},
+      {"fraction", "delta: 1.5\n", {"delta", "1.5"}},
+      {"mapvalue", "window:\n  size: 32\n", {"window"}},
+      {"list", "budget: [1, 2]\n", {"budget"}},
+      {"novalue", "alpha:\n", {"alpha"}},
+      {"range", "alpha: 2\n", {"alpha", "2"}},
+      {"even", "pool_kernel: 4\n", {"pool_kernel", "4"}},
+      {"badname", "rule: greedy\n", {"rule", "greedy", "topk|waterfill"}},
+      {"budget", "budget: 1.5\n", {"budget", "1.5"}},
+      {"toosmall", "budget: 16\n", {"budget", "16", "window"}},
+      {"duplicate", "alpha: 0.1\nalpha: 0.3\n", {"duplicate", "alpha"}},
+      {"syntax", "policy: [adakv\n", {"YAML"}},
+      {"scalar", "adakv\n", {"mapping"}},
+  };
+  for (const Case& k : cases) {
+    const std::string path = write_temp(k.name, k.text);
+    const std::string msg = error_of([&] { load_preset(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << k.name << ": " << msg;
+    for (const std::string& w : k.words) {
+      EXPECT_NE(msg.find(w), std::string::npos) << k.name << ": " << msg;
+    }
+  }
+  const std::string missing = testing::TempDir() + "adakv_no_such_preset.yaml";
+  const std::string msg = error_of([&] { load_preset(missing); });
+  EXPECT_NE(msg.find(missing), std::string::npos) << msg;
+}

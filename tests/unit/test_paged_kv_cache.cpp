@@ -1,0 +1,151 @@
+// PagedKvCache on random tensors (no model): compaction keeps the window and the top-scored
+// tokens in order, frees memory into the pool, and budget 100% changes nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "runtime/kv/paged_kv_cache.h"
+
+namespace {
+
+using adakv::compression::CompressionConfig;
+using adakv::compression::Policy;
+using adakv::compression::Scope;
+using adakv::runtime::BlockPool;
+using adakv::runtime::PagedKvCache;
+
+adakv::model::ModelConfig tiny_config() {
+  adakv::model::ModelConfig c;
+  c.n_layers = 3;
+  c.d_model = 64;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 16;
+  c.rope_dim = 16;
+  c.ffn_dim = 32;
+  c.vocab_size = 10;
+  c.context_length = 4096;
+  return c;
+}
+
+struct Activations {
+  size_t n, q_stride, kv_stride;
+  std::vector<float> q, k, v;
+};
+
+Activations random_activations(const adakv::model::ModelConfig& c, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, 1);
+  Activations a{n, c.q_width(), c.kv_width(), {}, {}, {}};
+  a.q.resize(n * a.q_stride);
+  a.k.resize(n * a.kv_stride);
+  a.v.resize(n * a.kv_stride);
+  for (auto* vec : {&a.q, &a.k, &a.v}) {
+    for (auto& x : *vec) x = d(rng);
+  }
+  return a;
+}
+
+// Prefills every layer with the same activations and commits.
+std::vector<float> prefill(PagedKvCache& cache, const adakv::model::ModelConfig& c,
+                           const Activations& a) {
+  std::vector<float> out(a.n * c.q_width());
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    cache.append_and_attend(l, a.q.data(), a.q_stride, a.k.data(), a.v.data(), a.kv_stride, a.n,
+                            out.data());
+  }
+  cache.commit(a.n);
+  return out;
+}
+
+// One decode step through every layer; returns the attention output of the last layer.
+std::vector<float> decode(PagedKvCache& cache, const adakv::model::ModelConfig& c,
+                          const Activations& a) {
+  std::vector<float> out(c.q_width());
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    cache.append_and_attend(l, a.q.data(), a.q_stride, a.k.data(), a.v.data(), a.kv_stride, 1,
+                            out.data());
+  }
+  cache.commit(1);
+  return out;
+}
+
+TEST(PagedKvCache, BudgetOfTheWholePromptIsBitIdenticalToFull) {
+  const auto c = tiny_config();
+  const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
+  BlockPool pool_a(layout, 1000), pool_b(layout, 1000);
+  CompressionConfig full, ada;
+  full.policy = Policy::kFull;
+  ada.policy = Policy::kAdaKV;
+  ada.budget_ratio = 1.0;
+  PagedKvCache a(pool_a, c, full), b(pool_b, c, ada);
+  const auto prompt = random_activations(c, 200, 1);
+  EXPECT_EQ(prefill(a, c, prompt), prefill(b, c, prompt));
+  for (uint32_t step = 0; step < 64; ++step) {
+    const auto t = random_activations(c, 1, 100 + step);
+    const auto oa = decode(a, c, t), ob = decode(b, c, t);
+    ASSERT_EQ(0, std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float))) << step;
+  }
+  EXPECT_EQ(a.held_bytes(), b.held_bytes());
+}
+
+TEST(PagedKvCache, TwentyPercentFreesMemoryIntoThePool) {
+  const auto c = tiny_config();
+  const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
+  for (Scope scope : {Scope::kLayer, Scope::kGlobal}) {
+    BlockPool pool(layout, 1000);
+    CompressionConfig ada;
+    ada.scope = scope;
+    ada.budget_ratio = 0.2;
+    const size_t n = 1000;
+    {
+      PagedKvCache cache(pool, c, ada);
+      prefill(cache, c, random_activations(c, n, 2));
+      size_t kept = 0;
+      for (size_t l = 0; l < c.n_layers; ++l) {
+        for (size_t g = 0; g < c.n_kv_heads; ++g) kept += cache.head_length(l, g);
+      }
+      // Average 200 tokens per head, give or take the rounding of the Ada-KV formula.
+      EXPECT_NEAR(double(kept) / (c.n_layers * c.n_kv_heads), 200.0, 2.0);
+      EXPECT_LE(cache.held_bytes(), 0.21 * cache.full_bytes());
+      EXPECT_EQ(pool.used_blocks(), cache.held_blocks());
+      EXPECT_EQ(pool.free_blocks(), pool.capacity() - cache.held_blocks());
+    }
+    EXPECT_EQ(pool.free_blocks(), pool.capacity());  // the sequence gave everything back
+  }
+}
+
+TEST(PagedKvCache, FreedBlocksAreReusedByTheNextSequence) {
+  const auto c = tiny_config();
+  const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
+  // Room for one uncompressed 512-token prompt only: 3 layers x 2 heads x 32 blocks.
+  BlockPool pool(layout, 192);
+  CompressionConfig ada;
+  ada.budget_ratio = 0.2;
+  ada.scope = Scope::kGlobal;  // needs the full size during prefill, then frees 80%
+  PagedKvCache first(pool, c, ada);
+  prefill(first, c, random_activations(c, 512, 3));
+  PagedKvCache second(pool, c, ada);
+  CompressionConfig full;
+  full.policy = Policy::kFull;
+  PagedKvCache third(pool, c, full);
+  // A full 256-token sequence (96 blocks) fits only because the first one was compacted.
+  EXPECT_NO_THROW(prefill(third, c, random_activations(c, 256, 4)));
+  PagedKvCache fourth(pool, c, full);
+  EXPECT_THROW(prefill(fourth, c, random_activations(c, 512, 5)), std::length_error);
+}
+
+TEST(BlockPool, DoubleFreeAndBadIdsAreRejected) {
+  BlockPool pool({16, 8, adakv::kernels::KvDtype::kF32}, 4);
+  const int32_t id = pool.allocate();
+  pool.release(id);
+  EXPECT_THROW(pool.release(id), std::logic_error);
+  EXPECT_THROW(pool.release(4), std::logic_error);
+  EXPECT_THROW(pool.release(-1), std::logic_error);
+  for (int i = 0; i < 4; ++i) EXPECT_GE(pool.allocate(), 0);
+  EXPECT_EQ(pool.allocate(), -1);
+}
+
+}  // namespace
