@@ -33,8 +33,7 @@ std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) c
                            /*parse_special=*/true);
 }
 
-GenerateResult Engine::generate(const GenerateRequest& req,
-                                const std::function<void(std::string_view)>& on_text) const {
+size_t Engine::check_request(const GenerateRequest& req) const {
   const auto& cfg = model_.config();
   const size_t n_prompt = req.prompt.size();
   if (n_prompt == 0) throw std::invalid_argument("the prompt is empty");
@@ -46,32 +45,18 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   }
   req.sampling.validate();
   req.compression.validate(n_prompt);
-  const size_t max_new = std::min(req.max_tokens, cfg.context_length - n_prompt);
+  return std::min(req.max_tokens, cfg.context_length - n_prompt);
+}
 
-  GenerateResult result;
-  result.prompt_tokens = n_prompt;
-  // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
-  // and what the full policy holds at the end.
-  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
-  const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
-  BlockPool pool(layout, blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
-  PagedKvCache cache(pool, cfg, req.compression);
+void Engine::decode(const GenerateRequest& req, size_t max_new, PagedKvCache& cache,
+                    std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
+                    GenerateResult& result) const {
   Sampler sampler(req.sampling);
   tokenizer::StreamDecoder stream(tokenizer_);
-  std::vector<float> logits;
-
-  auto t0 = std::chrono::steady_clock::now();
-  model_.forward(req.prompt.data(), n_prompt, cache, logits);
-  result.prefill_s = seconds_since(t0);
-  result.kv_after_prefill_bytes = cache.held_bytes();
-  result.kv_full_after_prefill_bytes = cache.full_bytes();
-  result.pool_free_after_prefill_bytes = pool.free_bytes();
-  result.pool_bytes = pool.capacity() * pool.block_bytes();
-
-  t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   result.finish_reason = "length";
   for (size_t step = 0; step < max_new; ++step) {
-    const int32_t next = sampler.sample(logits.data(), cfg.vocab_size);
+    const int32_t next = sampler.sample(logits.data(), model_.config().vocab_size);
     result.tokens.push_back(next);
     if (req.stop_at_eos && next == tokenizer_.eos_id()) {
       result.finish_reason = "stop";
@@ -87,11 +72,68 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   result.text += tail;
   if (on_text && !tail.empty()) on_text(tail);
   result.decode_s = seconds_since(t0);
-
   result.kv_full_bytes = cache.full_bytes();
   result.kv_kept_bytes = cache.held_bytes();
   result.compression = cache.report();
+}
+
+GenerateResult Engine::generate(const GenerateRequest& req,
+                                const std::function<void(std::string_view)>& on_text) const {
+  const auto& cfg = model_.config();
+  const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+  // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
+  // and what the full policy holds at the end.
+  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
+  const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
+  BlockPool pool(layout, blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+  PagedKvCache cache(pool, cfg, req.compression);
+
+  GenerateResult result;
+  result.prompt_tokens = n_prompt;
+  std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
+  model_.forward(req.prompt.data(), n_prompt, cache, logits);
+  result.prefill_s = seconds_since(t0);
+  result.kv_after_prefill_bytes = cache.held_bytes();
+  result.kv_full_after_prefill_bytes = cache.full_bytes();
+  result.pool_free_after_prefill_bytes = pool.free_bytes();
+  result.pool_bytes = pool.capacity() * pool.block_bytes();
+  decode(req, max_new, cache, std::move(logits), on_text, result);
   return result;
+}
+
+std::vector<GenerateResult> Engine::generate_policies(
+    const GenerateRequest& req, const std::vector<compression::CompressionConfig>& policies) const {
+  const auto& cfg = model_.config();
+  if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
+  const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+  for (const auto& p : policies) p.validate(n_prompt);
+  // The recording prefill keeps the full prompt; each policy's copy lives next to it while it
+  // decodes, then returns its blocks.
+  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
+  const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
+  BlockPool pool(layout, 2 * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+  PagedKvCache source(pool, cfg, policies.front(), {}, /*record_scores=*/true);
+
+  std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
+  model_.forward(req.prompt.data(), n_prompt, source, logits);
+  const double prefill_s = seconds_since(t0);
+
+  std::vector<GenerateResult> results;
+  for (const auto& policy : policies) {
+    GenerateResult r;
+    r.prompt_tokens = n_prompt;
+    r.prefill_s = prefill_s;
+    auto cache = source.compressed_copy(policy);
+    r.kv_after_prefill_bytes = cache->held_bytes();
+    r.kv_full_after_prefill_bytes = cache->full_bytes();
+    r.pool_bytes = pool.capacity() * pool.block_bytes();
+    decode(req, max_new, *cache, logits, {}, r);
+    r.compression.score_s = source.report().score_s;
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 }  // namespace adakv::runtime

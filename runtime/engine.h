@@ -64,7 +64,21 @@ class Engine {
   GenerateResult generate(const GenerateRequest& request,
                           const std::function<void(std::string_view)>& on_text = {}) const;
 
+  // One prefill of request.prompt serves every policy: the prompt is prefilled once with
+  // scores recorded, then each policy compresses a copy of that cache and decodes from it
+  // (prefill outputs do not depend on the policy). request.compression is ignored; every
+  // policy must share the first one's window, pooling and GQA aggregation.
+  std::vector<GenerateResult> generate_policies(
+      const GenerateRequest& request,
+      const std::vector<compression::CompressionConfig>& policies) const;
+
  private:
+  // Validates the request; returns how many tokens it may generate.
+  size_t check_request(const GenerateRequest& request) const;
+  void decode(const GenerateRequest& request, size_t max_new, PagedKvCache& cache,
+              std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
+              GenerateResult& result) const;
+
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
 };

@@ -73,29 +73,34 @@ inline float e4m3_decode(uint8_t c) {
   return std::bit_cast<float>(bits | ((c & 0x80u) << 24));
 }
 
-void read_row(const uint8_t* block, const KvBlockLayout& layout, int which, size_t row,
-              float* dst) {
-  const uint8_t* src = block + row_offset(layout, which, row);
+// Decodes n consecutive rows of the K or V part, starting at row0, into dst ([n][head_dim]).
+// The rows of one part are contiguous in the block, so bf16 is one loop over n * head_dim.
+void read_rows(const uint8_t* block, const KvBlockLayout& layout, int which, size_t row0, size_t n,
+               float* dst) {
+  const uint8_t* src = block + row_offset(layout, which, row0);
   const size_t dim = layout.head_dim;
   switch (layout.dtype) {
     case KvDtype::kF32:
-      std::memcpy(dst, src, dim * sizeof(float));
+      std::memcpy(dst, src, n * dim * sizeof(float));
       break;
     case KvDtype::kBF16:
 #pragma omp simd
-      for (size_t d = 0; d < dim; ++d) {
+      for (size_t i = 0; i < n * dim; ++i) {
         uint16_t h;
-        std::memcpy(&h, src + 2 * d, sizeof(h));
-        dst[d] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+        std::memcpy(&h, src + 2 * i, sizeof(h));
+        dst[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
       }
       break;
-    case KvDtype::kE4M3: {
-      float scale;
-      std::memcpy(&scale, block + scale_offset(layout, which, row), sizeof(scale));
+    case KvDtype::kE4M3:
+      for (size_t r = 0; r < n; ++r) {
+        float scale;
+        std::memcpy(&scale, block + scale_offset(layout, which, row0 + r), sizeof(scale));
+        const uint8_t* row = src + r * dim;
+        float* out = dst + r * dim;
 #pragma omp simd
-      for (size_t d = 0; d < dim; ++d) dst[d] = e4m3_decode(src[d]) * scale;
+        for (size_t d = 0; d < dim; ++d) out[d] = e4m3_decode(row[d]) * scale;
+      }
       break;
-    }
   }
 }
 
@@ -119,11 +124,8 @@ Status kv_block_read(const uint8_t* block, const KvBlockLayout& layout, size_t r
   if (!valid_rows(layout, row0, n)) return Status::kInvalidArgument;
   if (n == 0) return Status::kOk;
   if (!block || !k || !v) return Status::kInvalidArgument;
-  const size_t dim = layout.head_dim;
-  for (size_t i = 0; i < n; ++i) {
-    read_row(block, layout, 0, row0 + i, k + i * dim);
-    read_row(block, layout, 1, row0 + i, v + i * dim);
-  }
+  read_rows(block, layout, 0, row0, n, k);
+  read_rows(block, layout, 1, row0, n, v);
   return Status::kOk;
 }
 

@@ -5,9 +5,9 @@
 // times the sequence's new queries), so every K/V block is loaded from memory once per call.
 // Long heads are split into several chunks (split-K, as in flash-decoding) so that one
 // sequence with few KV heads still keeps every thread busy; a second pass merges the chunks'
-// partial (max, sum, accumulator) states.
-#include <omp.h>
-
+// partial (max, sum, accumulator) states. The split depends only on each head's length, never
+// on the thread count or on the other sequences of the batch, so a sequence's output is bit
+// for bit the same however it is batched or threaded.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,21 +18,15 @@
 namespace adakv::kernels {
 namespace {
 
-constexpr size_t kMinChunkTokens = 256;  // below this a split costs more than it balances
-constexpr size_t kChunksPerThread = 4;
+// Tokens per chunk: long enough that a chunk's fixed costs (state setup, merge) are noise,
+// short enough that one 8k-token sequence with 3 KV heads yields ~50 chunks to balance.
+constexpr size_t kChunkTokens = 512;
 
 struct Chunk {
   size_t seq, head;               // sequence and KV head
   size_t block_begin, block_end;  // positions in that head's block table
   size_t state;                   // first row state of this chunk in the state array
 };
-
-float dot(const float* a, const float* b, size_t n) {
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 // Online-softmax state of one query row: running max m, running sum l, accumulator acc[Dh].
 // Stored as [m, l, acc...] in one float array.
@@ -72,18 +66,10 @@ bool validate(const PagedSequence* seqs, size_t n_seqs, const uint8_t* pool,
   return true;
 }
 
-// Splits every (sequence, head) into chunks of at least kMinChunkTokens tokens, aiming at
-// kChunksPerThread chunks per thread over the whole batch.
+// Splits every (sequence, head) into chunks of kChunkTokens tokens (rounded up to blocks).
 std::vector<Chunk> plan_chunks(const PagedSequence* seqs, size_t n_seqs, size_t Hkv, size_t group,
                                size_t block_tokens, size_t head_dim, size_t* n_states) {
-  size_t total_blocks = 0;
-  for (size_t s = 0; s < n_seqs; ++s) {
-    for (size_t g = 0; g < Hkv; ++g) total_blocks += n_blocks(seqs[s].lengths[g], block_tokens);
-  }
-  const size_t target = kChunksPerThread * static_cast<size_t>(std::max(1, omp_get_max_threads()));
-  const size_t min_blocks = n_blocks(kMinChunkTokens, block_tokens);
-  const size_t chunk_blocks = std::max(min_blocks, (total_blocks + target - 1) / target);
-
+  const size_t chunk_blocks = n_blocks(kChunkTokens, block_tokens);
   std::vector<Chunk> chunks;
   size_t state = 0;
   for (size_t s = 0; s < n_seqs; ++s) {
@@ -100,35 +86,93 @@ std::vector<Chunk> plan_chunks(const PagedSequence* seqs, size_t n_seqs, size_t 
   return chunks;
 }
 
+// scores[t] = q . k[t] * scale for n keys. Each dot accumulates 16 lanes (independent FMA
+// chains once vectorised) and folds them with a short tree: GCC's epilogue for an
+// `omp simd reduction` spills the vector and adds its lanes one by one, which cost more
+// than the products themselves at head_dim 64.
+void block_scores(const float* q, const float* k, size_t n, size_t dim, float scale,
+                  float* scores) {
+  constexpr size_t kLanes = 16;
+  for (size_t t = 0; t < n; ++t) {
+    const float* kt = k + t * dim;
+    float lanes[kLanes] = {};
+    size_t d0 = 0;
+    for (; d0 + kLanes <= dim; d0 += kLanes) {
+#pragma omp simd
+      for (size_t i = 0; i < kLanes; ++i) lanes[i] += q[d0 + i] * kt[d0 + i];
+    }
+    float tail = 0;
+    for (; d0 < dim; ++d0) tail += q[d0] * kt[d0];
+#pragma omp simd
+    for (size_t i = 0; i < 8; ++i) lanes[i] += lanes[i + 8];
+#pragma omp simd
+    for (size_t i = 0; i < 4; ++i) lanes[i] += lanes[i + 4];
+    scores[t] = (tail + (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])) * scale;
+  }
+}
+
+// acc[d] += sum_t p[t] * v[t][d]. The accumulator is held in a fixed-size local array
+// across the token loop (registers once vectorised: several independent FMA chains), instead
+// of a load-FMA-store of acc per token whose store-to-load latency would chain the tokens.
+void accumulate_values(float* acc, const float* p, const float* v, size_t n, size_t dim) {
+  constexpr size_t kLanes = 64;
+  size_t d0 = 0;
+  for (; d0 + kLanes <= dim; d0 += kLanes) {
+    float a[kLanes];
+#pragma omp simd
+    for (size_t i = 0; i < kLanes; ++i) a[i] = acc[d0 + i];
+    for (size_t t = 0; t < n; ++t) {
+      const float pt = p[t];
+      const float* vt = v + t * dim + d0;
+#pragma omp simd
+      for (size_t i = 0; i < kLanes; ++i) a[i] += pt * vt[i];
+    }
+#pragma omp simd
+    for (size_t i = 0; i < kLanes; ++i) acc[d0 + i] = a[i];
+  }
+  for (size_t t = 0; t < n; ++t) {
+    const float pt = p[t];
+    const float* vt = v + t * dim;
+#pragma omp simd
+    for (size_t d = d0; d < dim; ++d) acc[d] += pt * vt[d];
+  }
+}
+
 // Folds one block's visible keys into one query row's state.
 void attend_block(float* state, const float* q, const float* k, const float* v, size_t n_keys,
-                  size_t head_dim, float scale, float* scores) {
+                  size_t dim, float scale, float* scores) {
   float& m = state[0];
   float& l = state[1];
   float* acc = state + 2;
-  float block_max = -std::numeric_limits<float>::infinity();
-  for (size_t t = 0; t < n_keys; ++t) {
-    scores[t] = dot(q, k + t * head_dim, head_dim) * scale;
-    block_max = std::max(block_max, scores[t]);
-  }
+  block_scores(q, k, n_keys, dim, scale, scores);
+  const float block_max = *std::max_element(scores, scores + n_keys);
   if (block_max > m) {
     const float correction = std::exp(m - block_max);  // 0 while the state is empty
     l *= correction;
 #pragma omp simd
-    for (size_t d = 0; d < head_dim; ++d) acc[d] *= correction;
+    for (size_t d = 0; d < dim; ++d) acc[d] *= correction;
     m = block_max;
   }
   for (size_t t = 0; t < n_keys; ++t) {
-    const float p = std::exp(scores[t] - m);
-    l += p;
-    const float* vt = v + t * head_dim;
-#pragma omp simd
-    for (size_t d = 0; d < head_dim; ++d) acc[d] += p * vt[d];
+    scores[t] = std::exp(scores[t] - m);
+    l += scores[t];
   }
+  accumulate_values(acc, scores, v, n_keys, dim);
+}
+
+// Blocks of a head are scattered over the pool, so the hardware prefetcher, which follows
+// sequential addresses, stalls at every block boundary: ask for the next block while the
+// current one is being computed on.
+void prefetch_block(const uint8_t* block, size_t bytes) {
+  constexpr size_t kLine = 64;
+  for (size_t i = 0; i < bytes; i += kLine) __builtin_prefetch(block + i);
 }
 
 struct ThreadBuffers {
   std::vector<float> k, v, scores;
+  // The chunk's row states live here while it runs (hot in L1, and no false sharing with a
+  // neighbouring chunk on another thread); they are copied out when the chunk is done.
+  std::vector<float> states;
 };
 
 void run_chunk(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
@@ -138,7 +182,8 @@ void run_chunk(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
   const size_t length = seq.lengths[c.head];
   const size_t nq = seq.n_queries;
   const size_t rows = nq * group;
-  float* chunk_states = states + c.state;
+  buf.states.resize(rows * state_floats(dim));
+  float* chunk_states = buf.states.data();
   for (size_t r = 0; r < rows; ++r) {
     float* st = chunk_states + r * state_floats(dim);
     st[0] = -std::numeric_limits<float>::infinity();
@@ -150,6 +195,10 @@ void run_chunk(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
     const size_t first = b * bt;  // token index of the block's row 0
     const size_t n_rows = std::min(bt, length - first);
     const uint8_t* block = pool + static_cast<size_t>(ids[b]) * layout.block_bytes();
+    if (b + 1 < c.block_end) {
+      prefetch_block(pool + static_cast<size_t>(ids[b + 1]) * layout.block_bytes(),
+                     layout.block_bytes());
+    }
     const float* k;
     const float* v;
     if (direct_f32) {
@@ -172,6 +221,7 @@ void run_chunk(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
       }
     }
   }
+  std::copy(buf.states.begin(), buf.states.end(), states + c.state);
 }
 
 // Merges the chunk states of one (sequence, head) row by row into the output.

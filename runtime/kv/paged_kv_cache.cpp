@@ -41,12 +41,13 @@ void copy_row(const kernels::KvBlockLayout& l, const uint8_t* src, size_t src_ro
 
 PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
                            const compression::CompressionConfig& compression,
-                           GainExchange exchange)
+                           GainExchange exchange, bool record_scores)
     : pool_(pool),
       model_(model),
       compression_(compression),
       exchange_(std::move(exchange)),
-      heads_(model.n_layers, std::vector<HeadTable>(model.n_kv_heads)) {
+      heads_(model.n_layers, std::vector<HeadTable>(model.n_kv_heads)),
+      record_scores_(record_scores) {
   compression_.validate();
   if (pool.layout().head_dim != model.head_dim) {
     throw std::invalid_argument("KV pool head_dim " + std::to_string(pool.layout().head_dim) +
@@ -142,53 +143,133 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   if (report_.kept.empty()) {
     report_.prompt_tokens = n;
     report_.kept.assign(model_.n_layers, std::vector<size_t>(Hkv, n));
+    scores_.assign(model_.n_layers, {});
   }
-  auto keep_rows = [&](size_t g, const std::vector<uint32_t>& positions) {
-    std::vector<float> kk(positions.size() * Dh), vv(positions.size() * Dh);
-    for (size_t i = 0; i < positions.size(); ++i) {
-      std::memcpy(&kk[i * Dh], k + positions[i] * kv_stride + g * Dh, Dh * sizeof(float));
-      std::memcpy(&vv[i * Dh], v + positions[i] * kv_stride + g * Dh, Dh * sizeof(float));
-    }
-    append_rows(heads[g], kk.data(), vv.data(), Dh, positions.size());
-    report_.kept[layer][g] = positions.size();
-  };
   auto keep_all = [&] {
     for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
   };
 
-  const Policy policy = compression_.policy;
   // A budget of the whole prompt (or more) compresses nothing, bit for bit.
-  if (compression_.keeps_everything(n) || n <= W) return keep_all();
-  const size_t B = compression_.budget_per_head(n);
-  if (policy == Policy::kStreaming) {
-    const size_t sink = std::min(compression_.sink, B), recent = B - sink;
-    std::vector<uint32_t> positions;
-    for (size_t i = 0; i < n; ++i) {
-      if (i < sink || i >= n - recent) positions.push_back(static_cast<uint32_t>(i));
-    }
-    for (size_t g = 0; g < Hkv; ++g) keep_rows(g, positions);
-    return;
+  const bool compress = !compression_.keeps_everything(n) && n > W;
+  const bool needs_scores = compression_.policy != Policy::kStreaming;
+  if ((compress && needs_scores) || (record_scores_ && n > W)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    scores_[layer] = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv,
+                                              Dh, compression_);
+    report_.score_s += seconds_since(t0);
   }
-
-  auto t0 = std::chrono::steady_clock::now();
-  const size_t prefix = n - W;
-  auto scores = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv, Dh,
-                                         compression_);
-  report_.score_s += seconds_since(t0);
-
+  if (!compress || record_scores_) return keep_all();
   if (compression_.scope == Scope::kGlobal) {
     keep_all();
-    pending_scores_.resize(model_.n_layers);
-    pending_scores_[layer] = std::move(scores);
     if (layer + 1 == model_.n_layers) compact_global();
     return;
   }
-  const auto budgets = allocate(scores, Hkv, prefix, layer);
-  t0 = std::chrono::steady_clock::now();
+  const auto positions = layer_positions(layer, scores_[layer].data(), n);
+  scores_[layer].clear();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> kk, vv;
   for (size_t g = 0; g < Hkv; ++g) {
-    keep_rows(g, kept_positions(scores.data() + g * prefix, prefix, budgets[g], n));
+    const auto& pos = positions[g];
+    kk.resize(pos.size() * Dh);
+    vv.resize(pos.size() * Dh);
+    for (size_t i = 0; i < pos.size(); ++i) {
+      std::memcpy(&kk[i * Dh], k + pos[i] * kv_stride + g * Dh, Dh * sizeof(float));
+      std::memcpy(&vv[i * Dh], v + pos[i] * kv_stride + g * Dh, Dh * sizeof(float));
+    }
+    append_rows(heads[g], kk.data(), vv.data(), Dh, pos.size());
+    report_.kept[layer][g] = pos.size();
   }
   report_.compact_s += seconds_since(t0);
+}
+
+std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer,
+                                                                 const float* scores, size_t n) {
+  const size_t Hkv = model_.n_kv_heads, W = compression_.window;
+  std::vector<std::vector<uint32_t>> positions(Hkv);
+  if (compression_.keeps_everything(n) || n <= W) {
+    for (auto& p : positions) {
+      for (size_t i = 0; i < n; ++i) p.push_back(static_cast<uint32_t>(i));
+    }
+    return positions;
+  }
+  const size_t B = compression_.budget_per_head(n);
+  if (compression_.policy == Policy::kStreaming) {
+    const size_t sink = std::min(compression_.sink, B), recent = B - sink;
+    for (auto& p : positions) {
+      for (size_t i = 0; i < n; ++i) {
+        if (i < sink || i >= n - recent) p.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    return positions;
+  }
+  const size_t prefix = n - W;
+  const std::vector<float> layer_scores(scores, scores + Hkv * prefix);
+  const auto budgets = allocate(layer_scores, Hkv, prefix, layer);
+  for (size_t g = 0; g < Hkv; ++g) {
+    positions[g] = kept_positions(scores + g * prefix, prefix, budgets[g], n);
+  }
+  return positions;
+}
+
+std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
+    const compression::CompressionConfig& policy) const {
+  const size_t n = report_.prompt_tokens, Hkv = model_.n_kv_heads, L = model_.n_layers;
+  if (!record_scores_ || n == 0 || position_ != n) {
+    throw std::logic_error("compressed_copy needs a recording cache right after its prefill");
+  }
+  if (policy.window != compression_.window || policy.pooling != compression_.pooling ||
+      policy.pool_kernel != compression_.pool_kernel || policy.gqa != compression_.gqa) {
+    throw std::invalid_argument(
+        "compressed_copy: window, pooling and GQA aggregation must match the recording");
+  }
+  auto copy = std::make_unique<PagedKvCache>(pool_, model_, policy, exchange_);
+  copy->position_ = position_;
+  copy->report_.prompt_tokens = n;
+  copy->report_.kept.assign(L, std::vector<size_t>(Hkv, n));
+
+  std::vector<std::vector<std::vector<uint32_t>>> positions(L);  // [layer][head]
+  const bool global = policy.scope == Scope::kGlobal && !policy.keeps_everything(n) &&
+                      policy.policy != Policy::kFull && n > policy.window;
+  if (global) {
+    const size_t prefix = n - policy.window;
+    std::vector<float> all;
+    for (const auto& s : scores_) all.insert(all.end(), s.begin(), s.end());
+    const auto budgets = copy->allocate(all, L * Hkv, prefix, 0);
+    for (size_t l = 0; l < L; ++l) {
+      for (size_t g = 0; g < Hkv; ++g) {
+        const size_t row = l * Hkv + g;
+        positions[l].push_back(copy->kept_positions(all.data() + row * prefix, prefix,
+                                                    budgets[row], n));
+      }
+    }
+  } else {
+    for (size_t l = 0; l < L; ++l) {
+      positions[l] = copy->layer_positions(l, scores_[l].empty() ? nullptr : scores_[l].data(), n);
+    }
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& layout = pool_.layout();
+  const size_t bt = layout.block_tokens;
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t g = 0; g < Hkv; ++g) {
+      const HeadTable& src = heads_[l][g];
+      HeadTable& dst = copy->heads_[l][g];
+      for (uint32_t p : positions[l][g]) {
+        if (dst.length % bt == 0) {
+          const int32_t id = pool_.allocate();
+          if (id < 0) throw std::length_error("KV pool exhausted while copying a sequence");
+          dst.blocks.push_back(id);
+        }
+        copy_row(layout, pool_.block(src.blocks[p / bt]), p % bt, pool_.block(dst.blocks.back()),
+                 dst.length % bt);
+        ++dst.length;
+      }
+      copy->report_.kept[l][g] = dst.length;
+    }
+  }
+  copy->report_.compact_s = seconds_since(t0);
+  return copy;
 }
 
 std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, size_t rows,
@@ -199,7 +280,7 @@ std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, siz
   const Policy policy = compression_.policy;
   std::vector<size_t> pyramid;
   if (policy == Policy::kPyramidKV || policy == Policy::kAdaPyramid) {
-    pyramid = compression::pyramid_layer_budgets(model_.n_layers, B, W, compression_.pyramid_beta);
+    pyramid = compression::pyramid_layer_budgets(model_.n_layers, B, W, compression_.pyramid_beta, n);
   }
   // Prefix budget (window excluded) of a row's layer before any per-head adaptation.
   auto layer_base = [&](size_t row) {
@@ -235,8 +316,10 @@ void PagedKvCache::compact_global() {
   const size_t n = report_.prompt_tokens, prefix = n - compression_.window;
   std::vector<float> all;
   all.reserve(L * Hkv * prefix);
-  for (const auto& s : pending_scores_) all.insert(all.end(), s.begin(), s.end());
-  pending_scores_.clear();
+  for (auto& s : scores_) {
+    all.insert(all.end(), s.begin(), s.end());
+    s.clear();
+  }
   const auto budgets = allocate(all, L * Hkv, prefix, 0);
 
   // In place: kept positions ascend, so row i moves from position p_i >= i and never

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -35,8 +36,11 @@ struct CompressionReport {
 
 class PagedKvCache : public model::KvCache {
  public:
+  // With record_scores, prefill keeps every token (whatever the policy) and stores each layer's
+  // window scores, so that compressed_copy() can serve several policies from one prefill.
   PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
-               const compression::CompressionConfig& compression, GainExchange exchange = {});
+               const compression::CompressionConfig& compression, GainExchange exchange = {},
+               bool record_scores = false);
   ~PagedKvCache() override;
   PagedKvCache(const PagedKvCache&) = delete;
   PagedKvCache& operator=(const PagedKvCache&) = delete;
@@ -53,6 +57,16 @@ class PagedKvCache : public model::KvCache {
   size_t full_bytes() const;
   const CompressionReport& report() const { return report_; }
 
+  // Window scores of each layer after a recording prefill: [layer] -> [kv head][prefix].
+  const std::vector<std::vector<float>>& scores() const { return scores_; }
+
+  // A new cache in the same pool holding what `policy` keeps of this cache's prompt, as if the
+  // prompt had been prefilled under it. Requires a recording cache right after its prefill,
+  // and the same window, pooling and GQA aggregation as the recording (the scores depend on
+  // them). Throws std::length_error when the pool cannot hold the copy.
+  std::unique_ptr<PagedKvCache> compressed_copy(
+      const compression::CompressionConfig& policy) const;
+
  private:
   struct HeadTable {
     std::vector<int32_t> blocks;
@@ -65,6 +79,10 @@ class PagedKvCache : public model::KvCache {
   // ([rows][prefix]); rows span one layer, or every layer for scope global.
   std::vector<size_t> allocate(const std::vector<float>& scores, size_t rows, size_t prefix,
                                size_t first_layer);
+  // Chronological positions each head of `layer` keeps under this cache's policy, given the
+  // layer's scores ([kv head][n - window]; unused by policies that need none).
+  std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores,
+                                                     size_t n);
   // Chronological kept positions of one head: top `keep` prefix positions plus the window.
   std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
                                        size_t n) const;
@@ -78,7 +96,9 @@ class PagedKvCache : public model::KvCache {
   GainExchange exchange_;
   std::vector<std::vector<HeadTable>> heads_;  // [layer][kv head]
   size_t position_ = 0;
-  std::vector<std::vector<float>> pending_scores_;  // scope global: [layer][head][prefix]
+  bool record_scores_ = false;
+  // [layer][head][prefix]: recorded scores, or those waiting for a scope-global allocation.
+  std::vector<std::vector<float>> scores_;
   CompressionReport report_;
 };
 

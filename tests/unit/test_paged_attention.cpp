@@ -37,13 +37,34 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng, float sd) {
 
 constexpr float kPadding = 777.0f;  // fills the gaps between output rows; must survive
 
-// Builds the pool and tables of a case, runs attention_paged and compares with the reference.
-void run_case(const Case& c, k::KvDtype dtype, uint32_t seed) {
-  SCOPED_TRACE(testing::Message() << "Hq " << c.Hq << " Hkv " << c.Hkv << " dim " << c.dim
-                                  << " block " << c.block_tokens << " dtype " << int(dtype));
+// A case's pool, block tables, queries and outputs. PagedSequence points into these vectors
+// and into the Case, so a Batch is filled in place and never copied.
+struct Batch {
+  k::KvBlockLayout layout;
+  std::vector<uint8_t> pool;
+  std::vector<std::vector<std::vector<int32_t>>> ids;   // [seq][head][block]
+  std::vector<std::vector<std::vector<float>>> kd, vd;  // dequantized K/V
+  std::vector<std::vector<const int32_t*>> id_ptrs;     // [seq][head]
+  std::vector<std::vector<float>> q, out;               // [seq]
+  std::vector<k::PagedSequence> seqs;
+  size_t q_stride = 0, out_stride = 0;
+
+  Batch() = default;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  void run(const Case& c) {
+    k::check(
+        k::attention_paged(seqs.data(), seqs.size(), pool.data(), layout, c.Hq, c.Hkv, c.scale),
+        "attention_paged");
+  }
+};
+
+void build_batch(const Case& c, k::KvDtype dtype, uint32_t seed, Batch& batch) {
   std::mt19937 rng(seed);
-  const k::KvBlockLayout layout{c.block_tokens, c.dim, dtype};
-  const size_t bt = c.block_tokens, dim = c.dim, group = c.Hq / c.Hkv;
+  batch.layout = {c.block_tokens, c.dim, dtype};
+  const k::KvBlockLayout& layout = batch.layout;
+  const size_t bt = c.block_tokens, dim = c.dim;
 
   size_t total_blocks = 0;
   for (const auto& s : c.seqs) {
@@ -54,31 +75,38 @@ void run_case(const Case& c, k::KvDtype dtype, uint32_t seed) {
   std::vector<int32_t> free_ids(total_blocks + 5);
   std::iota(free_ids.begin(), free_ids.end(), 0);
   std::shuffle(free_ids.begin(), free_ids.end(), rng);
-  std::vector<uint8_t> pool(free_ids.size() * layout.block_bytes(), 0xCD);
+  batch.pool.assign(free_ids.size() * layout.block_bytes(), 0xCD);
   size_t next_id = 0;
 
   const size_t n_seqs = c.seqs.size();
-  std::vector<std::vector<std::vector<int32_t>>> ids(n_seqs);           // [seq][head][block]
-  std::vector<std::vector<std::vector<float>>> kd(n_seqs), vd(n_seqs);  // dequantized K/V
-  std::vector<std::vector<const int32_t*>> id_ptrs(n_seqs);
-  std::vector<std::vector<float>> q(n_seqs), out(n_seqs);
-  std::vector<k::PagedSequence> seqs(n_seqs);
-  const size_t q_stride = c.Hq * dim + 5, out_stride = c.Hq * dim + 3;
+  batch.ids.resize(n_seqs);
+  batch.kd.resize(n_seqs);
+  batch.vd.resize(n_seqs);
+  batch.id_ptrs.resize(n_seqs);
+  batch.q.resize(n_seqs);
+  batch.out.resize(n_seqs);
+  batch.seqs.resize(n_seqs);
+  batch.q_stride = c.Hq * dim + 5;
+  batch.out_stride = c.Hq * dim + 3;
 
   for (size_t s = 0; s < n_seqs; ++s) {
     const SeqSpec& spec = c.seqs[s];
     ASSERT_EQ(spec.lengths.size(), c.Hkv);
-    ids[s].resize(c.Hkv);
-    kd[s].resize(c.Hkv);
-    vd[s].resize(c.Hkv);
+    batch.ids[s].resize(c.Hkv);
+    batch.kd[s].resize(c.Hkv);
+    batch.vd[s].resize(c.Hkv);
     for (size_t g = 0; g < c.Hkv; ++g) {
       const size_t len = spec.lengths[g];
       const auto kin = random_vector(len * dim, rng, 1.0f);
       const auto vin = random_vector(len * dim, rng, 1.0f);
+      auto& kd = batch.kd[s][g];
+      auto& vd = batch.vd[s][g];
+      kd.resize(len * dim);
+      vd.resize(len * dim);
       for (size_t t0 = 0; t0 < len; t0 += bt) {
         const int32_t id = free_ids[next_id++];
-        ids[s][g].push_back(id);
-        uint8_t* block = pool.data() + id * layout.block_bytes();
+        batch.ids[s][g].push_back(id);
+        uint8_t* block = batch.pool.data() + id * layout.block_bytes();
         // Fill the block the way the engine does: the prompt part, then the last token alone
         // (a decode append at a row offset).
         const size_t n = std::min(bt, len - t0);
@@ -90,21 +118,33 @@ void run_case(const Case& c, k::KvDtype dtype, uint32_t seed) {
                                      &vin[(t0 + head) * dim], 1, dim),
                    "kv_block_write");
         }
-        kd[s][g].resize((t0 + n) * dim);
-        vd[s][g].resize((t0 + n) * dim);
-        k::check(k::kv_block_read(block, layout, 0, n, &kd[s][g][t0 * dim], &vd[s][g][t0 * dim]),
+        k::check(k::kv_block_read(block, layout, 0, n, &kd[t0 * dim], &vd[t0 * dim]),
                  "kv_block_read");
       }
-      id_ptrs[s].push_back(ids[s][g].data());
+      batch.id_ptrs[s].push_back(batch.ids[s][g].data());
     }
-    q[s] = random_vector(spec.n_queries * q_stride, rng, 1.0f);
-    out[s].assign(spec.n_queries * out_stride, kPadding);
-    seqs[s] = {id_ptrs[s].data(), spec.lengths.data(), spec.n_queries, q[s].data(),
-               q_stride,          out[s].data(),       out_stride};
+    batch.q[s] = random_vector(spec.n_queries * batch.q_stride, rng, 1.0f);
+    batch.out[s].assign(spec.n_queries * batch.out_stride, kPadding);
+    batch.seqs[s] = {batch.id_ptrs[s].data(), spec.lengths.data(), spec.n_queries,
+                     batch.q[s].data(),       batch.q_stride,      batch.out[s].data(),
+                     batch.out_stride};
   }
+}
 
-  k::check(k::attention_paged(seqs.data(), n_seqs, pool.data(), layout, c.Hq, c.Hkv, c.scale),
-           "attention_paged");
+// Runs attention_paged on a case and compares with a dense masked double reference.
+void run_case(const Case& c, k::KvDtype dtype, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "Hq " << c.Hq << " Hkv " << c.Hkv << " dim " << c.dim
+                                  << " block " << c.block_tokens << " dtype " << int(dtype));
+  Batch batch;
+  build_batch(c, dtype, seed, batch);
+  if (testing::Test::HasFatalFailure()) return;
+  batch.run(c);
+  const size_t n_seqs = c.seqs.size(), dim = c.dim, group = c.Hq / c.Hkv;
+  const size_t q_stride = batch.q_stride, out_stride = batch.out_stride;
+  const auto& q = batch.q;
+  const auto& out = batch.out;
+  const auto& kd = batch.kd;
+  const auto& vd = batch.vd;
 
   // Dense masked reference in double over the dequantized K/V.
   std::vector<std::vector<double>> ref(n_seqs);
@@ -182,6 +222,33 @@ TEST(PagedAttention, LongHeadsSplitIntoChunks) {
 TEST(PagedAttention, OddHeadDimAndBlockSize) {
   const Case c{6, 2, 7, 5, 0.4f, {{2, {11, 5}}, {1, {1, 26}}, {3, {3, 300}}}};
   for (k::KvDtype dtype : kDtypes) run_case(c, dtype, 4);
+}
+
+// A sequence's output must not depend on the rest of the batch or on the thread count (the
+// split into chunks follows each head's length only), so batching never changes a result.
+TEST(PagedAttention, OutputIsBitIdenticalAcrossBatchingAndThreads) {
+  const Case c{9, 3, 64, 16, 0.3f, {{1, {700, 3, 1500}}, {3, {1100, 40, 513}}, {1, {5, 9, 2}}}};
+  Batch batch;
+  build_batch(c, k::KvDtype::kBF16, 9, batch);
+  batch.run(c);
+  const auto together = batch.out;
+
+  const k::PagedSequence* all = batch.seqs.data();
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    std::fill(batch.out[s].begin(), batch.out[s].end(), 0.0f);
+    k::check(k::attention_paged(all + s, 1, batch.pool.data(), batch.layout, c.Hq, c.Hkv, c.scale),
+             "attention_paged");
+    EXPECT_EQ(batch.out[s], together[s]) << "sequence " << s << " alone";
+  }
+
+  const int threads = k::num_threads();
+  for (int n : {1, 3}) {
+    k::set_num_threads(n);
+    for (auto& o : batch.out) std::fill(o.begin(), o.end(), 0.0f);
+    batch.run(c);
+    EXPECT_EQ(batch.out, together) << n << " threads";
+  }
+  k::set_num_threads(threads);
 }
 
 TEST(PagedAttention, RejectsBadArguments) {
