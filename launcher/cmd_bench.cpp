@@ -12,7 +12,7 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
-#include "runtime/contiguous_kv_cache.h"
+#include "launcher/compression_flags.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 
@@ -33,10 +33,17 @@ struct BenchOptions {
   std::string peer = "llama.cpp";
   std::string peer_script = std::string(ADAKV_SOURCE_DIR) + "/tests/tools/bench_llamacpp.py";
   std::string python = "python3";
+  CompressionFlags compression;  // the policy compared with the full cache
 };
 
 struct Speeds {
   std::vector<double> prefill, decode;  // tokens/s per repeat
+};
+
+// One generation under a policy, as the engine runs it.
+struct PolicyRun {
+  double prefill_s, decode_tps, overhead_s, attention_s_per_token;
+  size_t full_bytes, kept_bytes;
 };
 
 double median(std::vector<double> v) {
@@ -60,24 +67,42 @@ std::vector<int32_t> prompt_ids(const runtime::Engine& engine, const std::string
   return ids;
 }
 
-Speeds measure_adakv(const model::LlamaModel& model, const std::vector<int32_t>& ids,
+runtime::GenerateResult run_engine(const runtime::Engine& engine, const std::vector<int32_t>& ids,
+                                   size_t length, const compression::CompressionConfig& policy,
+                                   const BenchOptions& o) {
+  runtime::GenerateRequest req;
+  req.prompt.assign(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(length));
+  req.max_tokens = o.decode_tokens + 1;  // the first token comes from the prefill's logits
+  req.stop_at_eos = false;
+  req.compression = policy;
+  req.kv_dtype = o.compression.dtype();
+  return engine.generate(req);
+}
+
+Speeds measure_adakv(const runtime::Engine& engine, const std::vector<int32_t>& ids,
                      size_t length, const BenchOptions& o) {
-  using clock = std::chrono::steady_clock;
+  compression::CompressionConfig full;
+  full.policy = compression::Policy::kFull;
   Speeds s;
-  std::vector<float> logits;
   for (int r = 0; r < o.repeats; ++r) {
-    runtime::ContiguousKvCache cache(model.config(), length + o.decode_tokens);
-    auto t0 = clock::now();
-    model.forward(ids.data(), length, cache, logits);
-    s.prefill.push_back(length / std::chrono::duration<double>(clock::now() - t0).count());
-    t0 = clock::now();
-    for (size_t i = 0; i < o.decode_tokens; ++i) {
-      const int32_t next = runtime::argmax(logits.data(), model.config().vocab_size);
-      model.forward(&next, 1, cache, logits);
-    }
-    s.decode.push_back(o.decode_tokens / std::chrono::duration<double>(clock::now() - t0).count());
+    const auto g = run_engine(engine, ids, length, full, o);
+    s.prefill.push_back(length / g.prefill_s);
+    s.decode.push_back(o.decode_tokens / g.decode_s);
   }
   return s;
+}
+
+PolicyRun measure_policy(const runtime::Engine& engine, const std::vector<int32_t>& ids,
+                         size_t length, const compression::CompressionConfig& policy,
+                         const BenchOptions& o) {
+  const auto g = run_engine(engine, ids, length, policy, o);
+  const auto& c = g.compression;
+  return {g.prefill_s,
+          o.decode_tokens / g.decode_s,
+          c.score_s + c.allocate_s + c.compact_s,
+          c.decode_attention_s / o.decode_tokens,
+          g.kv_full_after_prefill_bytes,
+          g.kv_after_prefill_bytes};
 }
 
 // Read bandwidth of this machine in bytes/s: the best of a few vectorised parallel sums over
@@ -160,7 +185,7 @@ int run_bench(const BenchOptions& o) {
 
   std::map<size_t, Speeds> ours;
   for (size_t l : o.lengths) {
-    ours[l] = measure_adakv(engine.model(), ids, l, o);
+    ours[l] = measure_adakv(engine, ids, l, o);
     std::fprintf(stderr, "[bench] adakv %zu tokens done\n", l);
   }
   std::string why = "disabled with --peer none";
@@ -201,6 +226,31 @@ int run_bench(const BenchOptions& o) {
               "bw limit = decode tokens/s if every weight and KV byte is read once at the read "
               "bandwidth; of lim = adakv decode / bw limit\n",
               o.repeats);
+
+  // The compression policy next to the full cache, one run each per length.
+  const auto policy = o.compression.config();
+  compression::CompressionConfig full;
+  full.policy = compression::Policy::kFull;
+  std::printf("\npolicy %s, budget %s, scope %s: cost of compressing, and what it buys\n",
+              compression::to_string(policy.policy),
+              o.compression.budget.empty() ? "0.2" : o.compression.budget.c_str(),
+              compression::to_string(policy.scope));
+  std::printf("%7s | %9s %9s %7s | %9s %9s %6s | %9s %9s %6s | %8s %8s %6s\n", "prompt",
+              "prefill s", "compr. s", "share", "full t/s", "policy", "ratio", "full attn",
+              "policy", "ratio", "full MiB", "kept MiB", "kept");
+  for (size_t l : o.lengths) {
+    const auto f = measure_policy(engine, ids, l, full, o);
+    const auto p = measure_policy(engine, ids, l, policy, o);
+    std::printf("%7zu | %9.2f %9.3f %6.2f%% | %9.2f %9.2f %6.2f | %7.2fms %7.2fms %6.2f | %8.1f %8.1f %5.1f%%\n",
+                l, p.prefill_s, p.overhead_s, 100 * p.overhead_s / p.prefill_s, f.decode_tps,
+                p.decode_tps, p.decode_tps / f.decode_tps, 1e3 * f.attention_s_per_token,
+                1e3 * p.attention_s_per_token, p.attention_s_per_token / f.attention_s_per_token,
+                f.kept_bytes / 1048576.0, p.kept_bytes / 1048576.0,
+                100.0 * p.kept_bytes / f.kept_bytes);
+  }
+  std::printf("compr. s = scoring + allocation + compaction inside the prefill; attn = decode "
+              "attention per token;\nkept = KV bytes held after prefill, block rounding "
+              "included\n");
   return 0;
 }
 
@@ -221,6 +271,7 @@ void add_bench(CLI::App& app, Runner& selected) {
       ->check(CLI::IsMember({"llama.cpp", "none"}));
   sub->add_option("--peer-script", o->peer_script, "The llama.cpp peer script");
   sub->add_option("--python", o->python, "Python interpreter with llama-cpp-python");
+  o->compression.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_bench(*o); }; });
 }
 

@@ -14,8 +14,6 @@ void add_not_built_yet(CLI::App& app, Runner& selected) {
   };
   static const Pending pending[] = {
       {"serve", "OpenAI-compatible HTTP server"},
-      {"eval", "passkey / needle-in-a-haystack / perplexity evaluation"},
-      {"profile", "per-head budget and head-role profile"},
       {"launch", "cluster-config launcher (mpirun)"},
   };
   for (const auto& p : pending) {

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   adakv::cli::add_inspect(app, selected);
   adakv::cli::add_generate(app, selected);
   adakv::cli::add_bench(app, selected);
+  adakv::cli::add_profile(app, selected);
+  adakv::cli::add_eval(app, selected);
   adakv::cli::add_not_built_yet(app, selected);
 
   CLI11_PARSE(app, argc, argv);

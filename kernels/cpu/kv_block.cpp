@@ -14,11 +14,11 @@ namespace {
 constexpr float kE4M3Max = 448.0f;
 
 bool valid_rows(const KvBlockLayout& layout, size_t row0, size_t n) {
-  return layout.block_tokens > 0 && layout.head_dim > 0 && row0 <= layout.block_tokens &&
-         n <= layout.block_tokens - row0;
+  return layout.block_tokens > 0 && layout.head_dim > 0 && layout.dtype <= KvDtype::kE4M3 &&
+         row0 <= layout.block_tokens && n <= layout.block_tokens - row0;
 }
 
-// The byte address of element (row, 0) of the K or V part (which = 0 or 1).
+// The byte offset of element (row, 0) of the K or V part (which = 0 or 1).
 size_t row_offset(const KvBlockLayout& layout, int which, size_t row) {
   return (which == 0 ? layout.k_offset() : layout.v_offset()) +
          row * layout.head_dim * layout.elem_bytes();

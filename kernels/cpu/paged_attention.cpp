@@ -44,7 +44,8 @@ size_t n_blocks(size_t length, size_t block_tokens) {
 
 bool validate(const PagedSequence* seqs, size_t n_seqs, const uint8_t* pool,
               const KvBlockLayout& layout, size_t Hq, size_t Hkv) {
-  if (Hkv == 0 || Hq % Hkv != 0 || layout.block_tokens == 0 || layout.head_dim == 0) {
+  if (Hkv == 0 || Hq % Hkv != 0 || layout.block_tokens == 0 || layout.head_dim == 0 ||
+      layout.dtype > KvDtype::kE4M3) {
     return false;
   }
   if (n_seqs > 0 && (!seqs || !pool)) return false;

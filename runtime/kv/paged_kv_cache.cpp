@@ -127,9 +127,11 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
   }
   const kernels::PagedSequence seq{block_ids.data(), lengths.data(), n, q, q_stride,
                                    out, model_.q_width()};
+  const auto t0 = std::chrono::steady_clock::now();
   kernels::check(kernels::attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
                                           Hkv, 1.0f / std::sqrt(static_cast<float>(Dh))),
                  "attention_paged");
+  report_.decode_attention_s += seconds_since(t0);
 }
 
 void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,

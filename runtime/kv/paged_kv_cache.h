@@ -32,6 +32,7 @@ struct CompressionReport {
   // Tokens kept per [layer][kv head] after compaction, window included.
   std::vector<std::vector<size_t>> kept;
   double score_s = 0, allocate_s = 0, compact_s = 0;
+  double decode_attention_s = 0;  // time in attention_paged after the prefill
 };
 
 class PagedKvCache : public model::KvCache {

@@ -381,4 +381,7 @@ TEST(KvBlock, RejectsRowsPastTheBlock) {
             k::Status::kInvalidArgument);  // overlapping source rows
   EXPECT_EQ(k::kv_block_write(block.data(), layout, 10, rows.data(), rows.data(), 6, 4),
             k::Status::kOk);
+  const k::KvBlockLayout unknown{16, 4, static_cast<k::KvDtype>(7)};
+  EXPECT_EQ(k::kv_block_read(block.data(), unknown, 0, 1, rows.data(), rows.data()),
+            k::Status::kInvalidArgument);
 }

@@ -235,7 +235,7 @@ TEST(PagedAttention, OutputIsBitIdenticalAcrossBatchingAndThreads) {
 
   const k::PagedSequence* all = batch.seqs.data();
   for (size_t s = 0; s < c.seqs.size(); ++s) {
-    std::fill(batch.out[s].begin(), batch.out[s].end(), 0.0f);
+    std::fill(batch.out[s].begin(), batch.out[s].end(), kPadding);
     k::check(k::attention_paged(all + s, 1, batch.pool.data(), batch.layout, c.Hq, c.Hkv, c.scale),
              "attention_paged");
     EXPECT_EQ(batch.out[s], together[s]) << "sequence " << s << " alone";
@@ -244,7 +244,7 @@ TEST(PagedAttention, OutputIsBitIdenticalAcrossBatchingAndThreads) {
   const int threads = k::num_threads();
   for (int n : {1, 3}) {
     k::set_num_threads(n);
-    for (auto& o : batch.out) std::fill(o.begin(), o.end(), 0.0f);
+    for (auto& o : batch.out) std::fill(o.begin(), o.end(), kPadding);
     batch.run(c);
     EXPECT_EQ(batch.out, together) << n << " threads";
   }

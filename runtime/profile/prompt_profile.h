@@ -1,0 +1,28 @@
+// Profiles one prompt on a model: one recording prefill (every token kept, window scores
+// stored per layer), then the policy's compressed copy of that cache for the per-head kept
+// counts, then the per-head statistics of head_profile.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/llama.h"
+#include "runtime/compression/config.h"
+#include "runtime/profile/head_profile.h"
+
+namespace adakv::profile {
+
+struct ProfileRequest {
+  std::vector<int32_t> prompt;
+  compression::CompressionConfig policy;  // policy full: every head keeps the whole prompt
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
+  size_t block_tokens = 16;
+  RoleThresholds thresholds;
+};
+
+// Throws std::invalid_argument when the prompt is empty, does not fit the model's context, is
+// not longer than the window, or the policy is invalid for it.
+HeadProfile profile_prompt(const model::LlamaModel& model, const ProfileRequest& request);
+
+}  // namespace adakv::profile
