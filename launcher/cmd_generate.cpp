@@ -1,4 +1,6 @@
 // adakv generate: one prompt in, a continuation out (streamed), or one JSON object (--json).
+// With --compare POLICY[,POLICY...], one prefill serves the chosen policy and each compared one,
+// and their answers and KV memory are printed side by side.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -26,6 +28,7 @@ struct GenerateOptions {
   bool chat = false;
   bool json = false;
   int threads = 0;
+  std::vector<std::string> compare;
   CompressionFlags compression;
 };
 
@@ -35,6 +38,92 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+double per_second(size_t n, double s) { return n / std::max(s, 1e-9); }
+
+nlohmann::json to_json(const runtime::GenerateResult& r,
+                       const compression::CompressionConfig& policy, const std::string& dtype) {
+  nlohmann::json j;
+  j["tokens"] = r.tokens;
+  j["text"] = r.text;
+  j["finish_reason"] = r.finish_reason;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["kv"] = {{"full_bytes", r.kv_full_bytes},
+             {"kept_bytes", r.kv_kept_bytes},
+             {"after_prefill",
+              {{"full_bytes", r.kv_full_after_prefill_bytes},
+               {"kept_bytes", r.kv_after_prefill_bytes},
+               {"pool_free_bytes", r.pool_free_after_prefill_bytes},
+               {"pool_bytes", r.pool_bytes}}},
+             {"policy", compression::to_string(policy.policy)},
+             {"scope", compression::to_string(policy.scope)},
+             {"dtype", dtype},
+             {"budgets", r.compression.kept}};
+  j["timing"] = {{"prefill_s", r.prefill_s},
+                 {"decode_s", r.decode_s},
+                 {"prefill_tokens_per_s", per_second(r.prompt_tokens, r.prefill_s)},
+                 {"decode_tokens_per_s", per_second(r.tokens.size(), r.decode_s)},
+                 {"score_s", r.compression.score_s},
+                 {"allocate_s", r.compression.allocate_s},
+                 {"compact_s", r.compression.compact_s}};
+  return j;
+}
+
+void print_summary(const runtime::GenerateResult& r, const compression::CompressionConfig& policy,
+                   const std::string& dtype) {
+  std::fprintf(stderr,
+               "[adakv] prompt %zu tokens, prefill %.2f s (%.1f tok/s); %zu generated, decode "
+               "%.2f s (%.1f tok/s); finish: %s\n",
+               r.prompt_tokens, r.prefill_s, per_second(r.prompt_tokens, r.prefill_s),
+               r.tokens.size(), r.decode_s, per_second(r.tokens.size(), r.decode_s),
+               r.finish_reason.c_str());
+  std::fprintf(stderr,
+               "[adakv] KV cache (%s, policy %s): %.2f MiB held of %.2f MiB uncompressed "
+               "(%.1f%%)\n",
+               dtype.c_str(), compression::to_string(policy.policy), r.kv_kept_bytes / 1048576.0,
+               r.kv_full_bytes / 1048576.0,
+               100.0 * r.kv_kept_bytes / std::max<size_t>(r.kv_full_bytes, 1));
+}
+
+// One prefill, every policy; answers and memory side by side.
+int run_compare(const runtime::Engine& engine, runtime::GenerateRequest req,
+                const GenerateOptions& o) {
+  std::vector<compression::CompressionConfig> policies = {req.compression};
+  for (const auto& name : o.compare) {
+    auto c = req.compression;
+    c.policy = compression::parse_policy(name);
+    policies.push_back(c);
+  }
+  const auto results = engine.generate_policies(req, policies);
+  if (o.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      all.push_back(to_json(results[i], policies[i], o.compression.kv_dtype));
+    }
+    std::cout << all.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    return 0;
+  }
+  std::printf("prompt: %zu tokens, one prefill in %.2f s (%.1f tok/s)\n\n",
+              results[0].prompt_tokens, results[0].prefill_s,
+              per_second(results[0].prompt_tokens, results[0].prefill_s));
+  std::printf("%-12s | %10s %10s %7s | %9s | %s\n", "policy", "KV MiB", "of full", "saved",
+              "decode/s", "answer");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    std::string answer = r.text;
+    for (char& ch : answer) {
+      if (ch == '\n') ch = ' ';
+    }
+    const double share = double(r.kv_after_prefill_bytes) / r.kv_full_after_prefill_bytes;
+    std::printf("%-12s | %10.2f %9.1f%% %6.1f%% | %9.1f | %s\n",
+                compression::to_string(policies[i].policy), r.kv_after_prefill_bytes / 1048576.0,
+                100 * share, 100 * (1 - share), per_second(r.tokens.size(), r.decode_s),
+                answer.c_str());
+  }
+  std::printf("\nKV MiB: held right after prefill (%s, block rounding included)\n",
+              o.compression.kv_dtype.c_str());
+  return 0;
 }
 
 int run_generate(const GenerateOptions& o) {
@@ -48,6 +137,7 @@ int run_generate(const GenerateOptions& o) {
   req.sampling = {o.temperature, o.top_p, o.top_k, o.seed};
   req.compression = o.compression.config();
   req.kv_dtype = o.compression.dtype();
+  if (!o.compare.empty()) return run_compare(engine, req, o);
 
   std::function<void(std::string_view)> stream;
   if (!o.json) {
@@ -57,46 +147,13 @@ int run_generate(const GenerateOptions& o) {
     };
   }
   const auto r = engine.generate(req, stream);
-  const double prefill_tps = r.prompt_tokens / std::max(r.prefill_s, 1e-9);
-  const double decode_tps = r.tokens.size() / std::max(r.decode_s, 1e-9);
-
   if (o.json) {
-    nlohmann::json j;
-    j["tokens"] = r.tokens;
-    j["text"] = r.text;
-    j["finish_reason"] = r.finish_reason;
-    j["prompt_tokens"] = r.prompt_tokens;
-    j["kv"] = {{"full_bytes", r.kv_full_bytes},
-               {"kept_bytes", r.kv_kept_bytes},
-               {"after_prefill", {{"full_bytes", r.kv_full_after_prefill_bytes},
-                                  {"kept_bytes", r.kv_after_prefill_bytes},
-                                  {"pool_free_bytes", r.pool_free_after_prefill_bytes},
-                                  {"pool_bytes", r.pool_bytes}}},
-               {"policy", compression::to_string(req.compression.policy)},
-               {"scope", compression::to_string(req.compression.scope)},
-               {"dtype", o.compression.kv_dtype},
-               {"budgets", r.compression.kept}};
-    j["timing"] = {{"prefill_s", r.prefill_s},
-                   {"decode_s", r.decode_s},
-                   {"prefill_tokens_per_s", prefill_tps},
-                   {"decode_tokens_per_s", decode_tps},
-                   {"score_s", r.compression.score_s},
-                   {"allocate_s", r.compression.allocate_s},
-                   {"compact_s", r.compression.compact_s}};
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    std::cout << to_json(r, req.compression, o.compression.kv_dtype)
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << std::endl;
   } else {
     std::printf("\n");
-    std::fprintf(stderr,
-                 "[adakv] prompt %zu tokens, prefill %.2f s (%.1f tok/s); %zu generated, decode "
-                 "%.2f s (%.1f tok/s); finish: %s\n",
-                 r.prompt_tokens, r.prefill_s, prefill_tps, r.tokens.size(), r.decode_s,
-                 decode_tps, r.finish_reason.c_str());
-    std::fprintf(stderr,
-                 "[adakv] KV cache (%s, policy %s): %.2f MiB held of %.2f MiB uncompressed "
-                 "(%.1f%%)\n",
-                 o.compression.kv_dtype.c_str(), compression::to_string(req.compression.policy),
-                 r.kv_kept_bytes / 1048576.0, r.kv_full_bytes / 1048576.0,
-                 100.0 * r.kv_kept_bytes / std::max<size_t>(r.kv_full_bytes, 1));
+    print_summary(r, req.compression, o.compression.kv_dtype);
   }
   return 0;
 }
@@ -121,6 +178,10 @@ void add_generate(CLI::App& app, Runner& selected) {
   sub->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  sub->add_option("--compare", o->compare,
+                  "Also run these policies from the same prefill and print all side by side "
+                  "(e.g. full,snapkv)")
+      ->delimiter(',');
   o->compression.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
@@ -84,20 +86,26 @@ std::string budget_text(const compression::CompressionConfig& c, size_t n) {
   return buf;
 }
 
-std::string thresholds_text(const profile::RoleThresholds& t) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "local: >= %.0f%% of the mass in the last %.0f%% of the prefix; retrieval: "
-                "normalised entropy <= %.2f and <= %.0f%% in that tail; mixed: the rest",
-                100 * t.local_min_locality, 100 * t.recent_fraction, t.retrieval_max_entropy,
-                100 * t.retrieval_max_locality);
-  return buf;
+// The role rule in words, one line per role.
+std::vector<std::string> role_rule_lines(const profile::RoleThresholds& t) {
+  char local[160], retrieval[160], content[160];
+  std::snprintf(content, sizeof content,
+                "Roles read the content attention: the prefix past its first %zu (sink) tokens.",
+                t.sink_tokens);
+  std::snprintf(local, sizeof local,
+                "L local: >= %.0f%% of the content attention on the last %.0f%% of the prefix.",
+                100 * t.local_min_locality, 100 * t.recent_fraction);
+  std::snprintf(retrieval, sizeof retrieval,
+                "R retrieval: not local, >= %.0f%% on the top %.0f%% of the earlier positions. "
+                "M mixed: the rest.",
+                100 * t.retrieval_min_focus, 100 * t.focus_fraction);
+  return {content, local, retrieval};
 }
 
 profile::HeatmapFigure figure(const profile::HeadProfile& p, const std::string& model_name) {
   const auto& c = p.policy;
   const size_t n = p.prompt_tokens, L = p.layers(), H = p.kv_heads();
-  profile::HeatmapPanel budgets{"Budget: kept tokens per KV head (R/L/M = role)", {}, {}, 0};
+  profile::HeatmapPanel budgets{"Budget (kept tokens), role", {}, {}, 0};
   profile::HeatmapPanel mass{"Retained attention mass", {}, {}, 2};
   double mean_mass = 0;
   for (const auto& layer : p.heads) {
@@ -128,23 +136,27 @@ profile::HeatmapFigure figure(const profile::HeadProfile& p, const std::string& 
                  compression::to_string(c.policy) + ", " + budget_text(c, n) + ", scope " +
                  compression::to_string(c.scope),
              summary};
-  f.footer = {"R retrieval, L local, M mixed: " + thresholds_text(p.thresholds),
-              "Retained mass: share of a head's window scores (prefix) on the tokens it keeps."};
+  f.footer = role_rule_lines(p.thresholds);
+  f.footer.push_back(
+      "Retained mass: share of a head's window scores over the prefix on the tokens it keeps.");
   f.panels = {std::move(budgets), std::move(mass)};
   return f;
 }
 
+// One row per layer; per head: budget, retained mass, sink share, role.
 void print_table(const profile::HeadProfile& p) {
   const size_t H = p.kv_heads();
   std::printf("%5s", "");
-  for (size_t h = 0; h < H; ++h) std::printf(" | %-23s", ("head " + std::to_string(h)).c_str());
+  for (size_t h = 0; h < H; ++h) std::printf(" | %-28s", ("head " + std::to_string(h)).c_str());
   std::printf("\n%5s", "layer");
-  for (size_t h = 0; h < H; ++h) std::printf(" | %6s %6s %-9s", "budget", "mass", "role");
+  for (size_t h = 0; h < H; ++h)
+    std::printf(" | %6s %6s %4s %-9s", "budget", "mass", "sink", "role");
   std::printf("\n");
   for (size_t l = 0; l < p.layers(); ++l) {
     std::printf("%5zu", l);
     for (const auto& s : p.heads[l]) {
-      std::printf(" | %6zu %6.3f %-9s", s.budget, s.retained_mass, profile::to_string(s.role));
+      std::printf(" | %6zu %6.3f %3.0f%% %-9s", s.budget, s.retained_mass, 100 * s.sink_mass,
+                  profile::to_string(s.role));
     }
     std::printf("\n");
   }
@@ -186,14 +198,18 @@ int run_profile(const ProfileOptions& o) {
         "\nprompt %zu tokens, policy %s, %s, scope %s; prefill %.2f s\n"
         "kept %zu tokens in all (mean %.1f per head); mean retained mass %.3f for a mean kept "
         "prefix fraction of %.3f\n"
-        "roles: %d retrieval, %d local, %d mixed (%s)\n",
+        "roles: %d retrieval, %d local, %d mixed\n"
+        "mass: share of a head's prefix scores on the tokens it keeps; sink: share on the first "
+        "%zu tokens\n",
         p.prompt_tokens, compression::to_string(p.policy.policy),
         budget_text(p.policy, p.prompt_tokens).c_str(), compression::to_string(p.policy.scope),
         p.prefill_s, p.total_budget(), sum["mean_budget"].get<double>(),
         sum["mean_retained_mass"].get<double>(), sum["mean_kept_fraction"].get<double>(),
         sum["roles"]["retrieval"].get<int>(), sum["roles"]["local"].get<int>(),
-        sum["roles"]["mixed"].get<int>(), thresholds_text(p.thresholds).c_str());
+        sum["roles"]["mixed"].get<int>(), p.thresholds.sink_tokens);
+    for (const auto& line : role_rule_lines(p.thresholds)) std::printf("%s\n", line.c_str());
   }
+  std::fflush(stdout);
   std::fprintf(stderr, "[adakv] wrote %s, %s", json_path.c_str(), svg_path.c_str());
   if (png) {
     std::fprintf(stderr, ", %s\n", png_path.c_str());

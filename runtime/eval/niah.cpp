@@ -57,8 +57,8 @@ void split_sentences(const std::string& p, std::vector<std::string>& out) {
 }  // namespace
 
 std::vector<std::string> default_haystack_files() {
-  static const char* names[] = {"GPL-3", "Apache-2.0", "MPL-2.0", "GFDL-1.3",
-                                "LGPL-2.1", "Artistic", "CC0-1.0", "GPL-2"};
+  static const char* names[] = {"GPL-3",    "Apache-2.0", "MPL-2.0", "GFDL-1.3",
+                                "LGPL-2.1", "Artistic",   "CC0-1.0", "GPL-2"};
   std::vector<std::string> out;
   for (const char* n : names) {
     const std::string path = std::string("/usr/share/common-licenses/") + n;
@@ -100,12 +100,11 @@ Sample make_niah(const std::vector<std::string>& sentences, size_t target_tokens
                  uint64_t seed, const TokenCounter& count) {
   if (sentences.empty()) throw std::invalid_argument("make_niah: no haystack sentences");
   static const char* cities[] = {
-      "Lisbon",   "Nairobi",  "Oslo",      "Lima",      "Hanoi",     "Toronto", "Kyoto",
-      "Dakar",    "Quito",    "Tallinn",   "Perth",     "Valencia",  "Osaka",   "Bergen",
-      "Cairo",    "Havana",   "Montreal",  "Krakow",    "Seville",   "Manila",  "Zagreb",
-      "Porto",    "Accra",    "Santiago",  "Helsinki",  "Bogota",    "Dublin",  "Lyon",
-      "Chennai",  "Denver",   "Glasgow",   "Istanbul",  "Jakarta",   "Munich",  "Nagoya",
-      "Riga",     "Seattle",  "Tbilisi",   "Vienna",    "Windhoek",
+      "Lisbon",   "Nairobi", "Oslo",    "Lima",     "Hanoi",   "Toronto", "Kyoto",   "Dakar",
+      "Quito",    "Tallinn", "Perth",   "Valencia", "Osaka",   "Bergen",  "Cairo",   "Havana",
+      "Montreal", "Krakow",  "Seville", "Manila",   "Zagreb",  "Porto",   "Accra",   "Santiago",
+      "Helsinki", "Bogota",  "Dublin",  "Lyon",     "Chennai", "Denver",  "Glasgow", "Istanbul",
+      "Jakarta",  "Munich",  "Nagoya",  "Riga",     "Seattle", "Tbilisi", "Vienna",  "Windhoek",
   };
   Rng rng(seed);
   const std::string city = cities[rng.uniform(0, std::size(cities) - 1)];

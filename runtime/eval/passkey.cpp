@@ -5,10 +5,9 @@
 
 namespace adakv::eval {
 
-Sample make_passkey(size_t target_tokens, double depth, uint64_t seed,
-                    const TokenCounter& count) {
+Sample make_passkey(size_t target_tokens, double depth, uint64_t seed, const TokenCounter& count) {
   static const std::vector<std::string> filler = {
-      "The grass is green.", "The sky is blue.",          "The sun is yellow.",
+      "The grass is green.", "The sky is blue.",      "The sun is yellow.",
       "Here we go.",         "There and back again.",
   };
   Rng rng(seed);

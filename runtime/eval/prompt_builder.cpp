@@ -33,8 +33,8 @@ struct Words {
 // The first m words with the needle at the unit boundary nearest the requested depth.
 struct Layout {
   std::string haystack;
-  double tokens = 0;      // estimated haystack tokens without the needle
-  double offset = 0;      // estimated tokens before the needle
+  double tokens = 0;  // estimated haystack tokens without the needle
+  double offset = 0;  // estimated tokens before the needle
 };
 
 Layout layout(const Words& w, size_t m, const std::string& needle, double depth) {
@@ -65,9 +65,8 @@ Layout layout(const Words& w, size_t m, const std::string& needle, double depth)
 
 }  // namespace
 
-Sample build_sample(const TaskText& text, const std::vector<std::string>& units,
-                    size_t first_unit, size_t target_tokens, double depth,
-                    const TokenCounter& count) {
+Sample build_sample(const TaskText& text, const std::vector<std::string>& units, size_t first_unit,
+                    size_t target_tokens, double depth, const TokenCounter& count) {
   const bool has_words = std::any_of(units.begin(), units.end(), [](const std::string& u) {
     return u.find_first_not_of(" \t\r\n") != std::string::npos;
   });
@@ -75,7 +74,6 @@ Sample build_sample(const TaskText& text, const std::vector<std::string>& units,
   if (!(depth >= 0 && depth <= 1)) {
     throw std::invalid_argument("depth must be in [0, 1], got " + std::to_string(depth));
   }
-  const size_t empty = count(compose(text, ""));
   const size_t base = count(compose(text, text.needle));
   if (base > target_tokens) {
     throw std::invalid_argument("a prompt of " + std::to_string(target_tokens) +
@@ -84,35 +82,53 @@ Sample build_sample(const TaskText& text, const std::vector<std::string>& units,
   }
   const double budget = double(target_tokens - base);
 
-  // Take whole units until their estimated cost clearly exceeds the haystack budget.
+  // A unit's estimated cost is what it adds after another unit (the space before it
+  // included); units repeat when the haystack cycles, so costs are cached by unit.
+  std::vector<double> cost_of(units.size(), -1);
+  auto unit_cost = [&](size_t i) {
+    if (cost_of[i] < 0) {
+      const double one = double(count(compose(text, units[i])));
+      const double two = double(count(compose(text, units[i] + " " + units[i])));
+      cost_of[i] = std::max(1.0, two - one);
+    }
+    return cost_of[i];
+  };
   Words w;
   double total = 0;
-  for (size_t u = 0; total < budget * 1.1 + 64; ++u) {
-    const std::string& unit = units[(first_unit + u) % units.size()];
-    auto words = split_words(unit);
-    if (words.empty()) continue;
-    const size_t cost = count(compose(text, unit));
-    w.unit_start.push_back(w.words.size());
-    w.unit_before.push_back(total);
-    w.unit_cost.push_back(std::max<double>(1.0, double(cost) - double(empty)));
-    total += w.unit_cost.back();
-    for (auto& word : words) {
-      w.words.push_back(std::move(word));
-      w.unit_of.push_back(w.unit_start.size() - 1);
+  size_t next_unit = 0;
+  // Takes whole units until their estimated cost reaches `limit` tokens.
+  auto take_units = [&](double limit) {
+    while (total < limit) {
+      const size_t i = (first_unit + next_unit++) % units.size();
+      auto words = split_words(units[i]);
+      if (words.empty()) continue;
+      w.unit_start.push_back(w.words.size());
+      w.unit_before.push_back(total);
+      w.unit_cost.push_back(unit_cost(i));
+      total += w.unit_cost.back();
+      for (auto& word : words) {
+        w.words.push_back(std::move(word));
+        w.unit_of.push_back(w.unit_start.size() - 1);
+      }
     }
-  }
+  };
 
   // The largest word count whose prompt still fits: tokens grow with words (the pre-tokenizer
   // splits at the space before each word, so no merge spans two words), so a binary search
-  // finds it.
-  size_t lo = 0, hi = w.words.size();
-  while (lo < hi) {
-    const size_t mid = (lo + hi + 1) / 2;
-    if (count(compose(text, layout(w, mid, text.needle, depth).haystack)) <= target_tokens) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
+  // finds it. Should every word taken fit (the estimate was low), take more and search again.
+  size_t lo = 0;
+  for (double limit = budget * 1.1 + 64;; limit *= 2) {
+    take_units(limit);
+    size_t hi = w.words.size();
+    while (lo < hi) {
+      const size_t mid = (lo + hi + 1) / 2;
+      if (count(compose(text, layout(w, mid, text.needle, depth).haystack)) <= target_tokens) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
     }
+    if (lo < w.words.size()) break;
   }
   const Layout l = layout(w, lo, text.needle, depth);
   Sample s;

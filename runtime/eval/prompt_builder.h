@@ -27,26 +27,25 @@ struct TaskText {
 };
 
 struct Sample {
-  std::string user_text;        // the message to send (chat-wrapped by the caller's counter)
-  std::string answer;           // expected digits
-  size_t prompt_tokens = 0;     // counter(user_text)
-  size_t haystack_tokens = 0;   // estimated tokens of the haystack without the needle
-  size_t needle_offset = 0;     // estimated haystack tokens before the needle
-  double depth = 0;             // needle_offset / haystack_tokens: the depth actually reached
+  std::string user_text;       // the message to send (chat-wrapped by the caller's counter)
+  std::string answer;          // expected digits
+  size_t prompt_tokens = 0;    // counter(user_text)
+  size_t haystack_tokens = 0;  // estimated tokens of the haystack without the needle
+  size_t needle_offset = 0;    // estimated haystack tokens before the needle
+  double depth = 0;            // needle_offset / haystack_tokens: the depth actually reached
 };
 
 // `units` must be non-empty and hold at least one word. Throws std::invalid_argument when even
 // an empty haystack does not fit `target_tokens` or depth is outside [0, 1].
-Sample build_sample(const TaskText& text, const std::vector<std::string>& units,
-                    size_t first_unit, size_t target_tokens, double depth,
-                    const TokenCounter& count);
+Sample build_sample(const TaskText& text, const std::vector<std::string>& units, size_t first_unit,
+                    size_t target_tokens, double depth, const TokenCounter& count);
 
 // Deterministic random numbers: the same seed gives the same prompts on every platform
 // (std::uniform_int_distribution is implementation-defined, so it is not used).
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next();                          // splitmix64
+  uint64_t next();                             // splitmix64
   uint64_t uniform(uint64_t lo, uint64_t hi);  // in [lo, hi]
 
  private:

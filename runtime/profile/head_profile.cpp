@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +20,12 @@ double total_mass(const float* scores, size_t n) {
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) sum += mass(scores[i]);
   return sum;
+}
+
+// Positions in the last `fraction` of n: ceil(fraction * n), at least 1 when n > 0.
+size_t tail_length(size_t n, double fraction) {
+  const double want = std::ceil(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(n));
+  return std::clamp<size_t>(static_cast<size_t>(want), std::min<size_t>(n, 1), n);
 }
 
 }  // namespace
@@ -47,11 +54,9 @@ char role_letter(HeadRole role) {
   return '?';
 }
 
-HeadRole classify(double entropy_norm, double locality, const RoleThresholds& t) {
+HeadRole classify(double locality, double focus, const RoleThresholds& t) {
   if (locality >= t.local_min_locality) return HeadRole::kLocal;
-  if (entropy_norm <= t.retrieval_max_entropy && locality <= t.retrieval_max_locality) {
-    return HeadRole::kRetrieval;
-  }
+  if (focus >= t.retrieval_min_focus) return HeadRole::kRetrieval;
   return HeadRole::kMixed;
 }
 
@@ -69,8 +74,7 @@ double entropy_bits(const float* scores, size_t n) {
 
 double tail_mass_share(const float* scores, size_t n, double fraction) {
   if (n == 0) return 0.0;
-  const double want = std::ceil(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(n));
-  const size_t tail = std::clamp<size_t>(static_cast<size_t>(want), 1, n);
+  const size_t tail = tail_length(n, fraction);
   const double sum = total_mass(scores, n);
   if (!(sum > 0.0)) return static_cast<double>(tail) / static_cast<double>(n);
   return std::min(total_mass(scores + (n - tail), tail) / sum, 1.0);
@@ -83,6 +87,23 @@ double mass_share(const float* scores, size_t n, const std::vector<uint32_t>& po
   double kept = 0.0;
   for (uint32_t p : positions) kept += mass(scores[p]);
   return std::min(kept / sum, 1.0);
+}
+
+double distant_focus(const float* scores, size_t n, double tail_fraction, double top_fraction,
+                     size_t min_positions) {
+  if (n == 0) return 0.0;
+  const size_t distant = n - tail_length(n, tail_fraction);
+  const double want = std::ceil(std::clamp(top_fraction, 0.0, 1.0) * static_cast<double>(distant));
+  const size_t top = std::min(std::max(static_cast<size_t>(want), min_positions), distant);
+  const double sum = total_mass(scores, n);
+  if (!(sum > 0.0)) return static_cast<double>(top) / static_cast<double>(n);
+  std::vector<double> masses(distant);
+  for (size_t i = 0; i < distant; ++i) masses[i] = mass(scores[i]);
+  std::partial_sort(masses.begin(), masses.begin() + static_cast<std::ptrdiff_t>(top), masses.end(),
+                    std::greater<>());
+  double focused = 0.0;
+  for (size_t i = 0; i < top; ++i) focused += masses[i];
+  return std::min(focused / sum, 1.0);
 }
 
 std::vector<uint32_t> kept_prefix_positions(const float* scores, size_t n, size_t budget,
@@ -114,8 +135,16 @@ HeadStats profile_head(const float* scores, size_t n, size_t budget,
   s.retained_mass = prefix ? mass_share(scores, prefix, kept) : 1.0;
   s.entropy_bits = entropy_bits(scores, prefix);
   s.entropy_norm = prefix > 1 ? s.entropy_bits / std::log2(static_cast<double>(prefix)) : 0.0;
-  s.locality = tail_mass_share(scores, prefix, t.recent_fraction);
-  s.role = classify(s.entropy_norm, s.locality, t);
+  // Content attention: the prefix past the sink (the whole prefix when that leaves nothing).
+  const size_t sink = t.sink_tokens < prefix ? t.sink_tokens : 0;
+  std::vector<uint32_t> sink_positions(sink);
+  for (size_t i = 0; i < sink; ++i) sink_positions[i] = static_cast<uint32_t>(i);
+  s.sink_mass = prefix ? mass_share(scores, prefix, sink_positions) : 0.0;
+  const float* content = scores + sink;
+  const size_t m = prefix - sink;
+  s.locality = tail_mass_share(content, m, t.recent_fraction);
+  s.focus = distant_focus(content, m, t.recent_fraction, t.focus_fraction, t.focus_min_positions);
+  s.role = classify(s.locality, s.focus, t);
   return s;
 }
 
@@ -165,8 +194,8 @@ HeadProfile profile_heads(const std::vector<std::vector<float>>& scores,
 nlohmann::json to_json(const HeadProfile& p) {
   using nlohmann::json;
   json heads = json::array(), budgets = json::array();
-  double mass = 0, kept_fraction = 0;
-  size_t count = 0, roles[3] = {0, 0, 0};
+  double mass_sum = 0, kept_fraction = 0;
+  size_t count = 0, roles[3] = {0, 0, 0};  // indexed by HeadRole
   for (const auto& layer : p.heads) {
     json row = json::array(), brow = json::array();
     for (const auto& h : layer) {
@@ -176,12 +205,14 @@ nlohmann::json to_json(const HeadProfile& p) {
                      {"retained_mass", h.retained_mass},
                      {"entropy_bits", h.entropy_bits},
                      {"entropy_norm", h.entropy_norm},
+                     {"sink_mass", h.sink_mass},
                      {"locality", h.locality},
+                     {"focus", h.focus},
                      {"role", to_string(h.role)}});
       brow.push_back(h.budget);
-      mass += h.retained_mass;
+      mass_sum += h.retained_mass;
       kept_fraction += h.kept_fraction;
-      ++roles[static_cast<int>(h.role)];
+      ++roles[static_cast<size_t>(h.role)];
       ++count;
     }
     heads.push_back(std::move(row));
@@ -204,10 +235,12 @@ nlohmann::json to_json(const HeadProfile& p) {
         {"pool_kernel", c.pool_kernel},
         {"gqa", compression::to_string(c.gqa)}}},
       {"thresholds",
-       {{"recent_fraction", p.thresholds.recent_fraction},
+       {{"sink_tokens", p.thresholds.sink_tokens},
+        {"recent_fraction", p.thresholds.recent_fraction},
+        {"focus_fraction", p.thresholds.focus_fraction},
+        {"focus_min_positions", p.thresholds.focus_min_positions},
         {"local_min_locality", p.thresholds.local_min_locality},
-        {"retrieval_max_entropy", p.thresholds.retrieval_max_entropy},
-        {"retrieval_max_locality", p.thresholds.retrieval_max_locality}}},
+        {"retrieval_min_focus", p.thresholds.retrieval_min_focus}}},
       {"layers", p.layers()},
       {"kv_heads", p.kv_heads()},
       {"budgets", std::move(budgets)},
@@ -215,7 +248,7 @@ nlohmann::json to_json(const HeadProfile& p) {
       {"summary",
        {{"total_budget", p.total_budget()},
         {"mean_budget", static_cast<double>(p.total_budget()) / n},
-        {"mean_retained_mass", mass / n},
+        {"mean_retained_mass", mass_sum / n},
         {"mean_kept_fraction", kept_fraction / n},
         {"roles", {{"retrieval", roles[0]}, {"local", roles[1]}, {"mixed", roles[2]}}}}},
       {"timing", {{"prefill_s", p.prefill_s}}},

@@ -22,8 +22,10 @@ constexpr int kBarGap = 10;  // grid -> colour bar
 constexpr int kBarW = 14;
 constexpr int kTickText = 58;  // colour bar -> next panel
 constexpr int kPanelGap = 24;
-constexpr size_t kTitleCharW = 10;  // rough character widths, to size the page
-constexpr size_t kNoteCharW = 7;
+// Rough character widths of the fonts used, to size the page (SVG does not wrap text).
+constexpr size_t kTitleCharW = 10;
+constexpr size_t kPanelTitleCharW = 8;
+constexpr size_t kNoteCharW = 6;
 
 // Evenly spaced samples of matplotlib's viridis, interpolated linearly in between.
 constexpr Rgb kViridis[] = {{68, 1, 84},    {71, 44, 122},  {59, 82, 139},
@@ -126,10 +128,12 @@ std::string heatmap_svg(const HeatmapFigure& f) {
   const int cols = static_cast<int>(f.panels.front().values.front().size());
   const int n_panels = static_cast<int>(f.panels.size());
   const int grid_w = cols * kCellW, grid_h = rows * kCellH;
-  const int panel_w = kRowLabel + grid_w + kBarGap + kBarW + kTickText;
+  size_t panel_title_w = 0;
+  for (const auto& p : f.panels) panel_title_w = std::max(panel_title_w, p.title.size());
+  const int panel_w = std::max(kRowLabel + grid_w + kBarGap + kBarW + kTickText,
+                               kRowLabel + static_cast<int>(panel_title_w * kPanelTitleCharW));
 
   const int head_h = kTitleLine + kNoteLine * static_cast<int>(f.notes.size()) + 8;
-  // Wide enough for the longest line of text (SVG does not wrap text).
   size_t text_w = f.title.size() * kTitleCharW;
   for (const auto& s : f.notes) text_w = std::max(text_w, s.size() * kNoteCharW);
   for (const auto& s : f.footer) text_w = std::max(text_w, s.size() * kNoteCharW);

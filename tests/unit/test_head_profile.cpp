@@ -79,16 +79,32 @@ TEST(HeadProfile, TailShareTakesTheLastCeilFractionOfPositions) {
   EXPECT_NEAR(adakv::profile::tail_mass_share(zeros.data(), 10, 0.3), 0.3, 1e-12);
 }
 
+TEST(HeadProfile, DistantFocusTakesTheTopPositionsBeforeTheTail) {
+  std::vector<float> s(100, 1.0f);  // total 100 + 9 + 9 = 118
+  s[5] = 10.0f;
+  s[95] = 10.0f;  // in the tail (last 10 positions): not distant
+  // 90 distant positions, top max(2, ceil(0.01 * 90) = 1) = 2: 10 + 1 of 118.
+  EXPECT_NEAR(adakv::profile::distant_focus(s.data(), 100, 0.1, 0.01, 2), 11.0 / 118.0, 1e-12);
+  // The top 10% (9 positions): 10 + 8.
+  EXPECT_NEAR(adakv::profile::distant_focus(s.data(), 100, 0.1, 0.1, 2), 18.0 / 118.0, 1e-12);
+  // More positions asked for than there are: every distant position.
+  EXPECT_NEAR(adakv::profile::distant_focus(s.data(), 100, 0.1, 0.01, 500), 99.0 / 118.0, 1e-12);
+  const std::vector<float> zeros(10, 0.0f);
+  EXPECT_NEAR(adakv::profile::distant_focus(zeros.data(), 10, 0.1, 0.01, 3), 0.3, 1e-12);
+}
+
 TEST(HeadProfile, ClassifyFollowsTheDocumentedThresholds) {
-  const RoleThresholds t;  // local >= 0.5; retrieval: entropy <= 0.6 and locality <= 0.2
-  EXPECT_EQ(adakv::profile::classify(0.9, 0.5, t), HeadRole::kLocal);
-  EXPECT_EQ(adakv::profile::classify(0.1, 0.8, t), HeadRole::kLocal);
-  EXPECT_EQ(adakv::profile::classify(0.6, 0.2, t), HeadRole::kRetrieval);
-  EXPECT_EQ(adakv::profile::classify(0.61, 0.1, t), HeadRole::kMixed);
-  EXPECT_EQ(adakv::profile::classify(0.3, 0.21, t), HeadRole::kMixed);
-  EXPECT_EQ(adakv::profile::classify(1.0, 0.1, t), HeadRole::kMixed);
+  const RoleThresholds t;  // local: locality >= 0.5; retrieval: focus >= 0.25
+  EXPECT_EQ(adakv::profile::classify(0.5, 0.9, t), HeadRole::kLocal);
+  EXPECT_EQ(adakv::profile::classify(0.8, 0.0, t), HeadRole::kLocal);
+  EXPECT_EQ(adakv::profile::classify(0.49, 0.25, t), HeadRole::kRetrieval);
+  EXPECT_EQ(adakv::profile::classify(0.1, 0.9, t), HeadRole::kRetrieval);
+  EXPECT_EQ(adakv::profile::classify(0.49, 0.249, t), HeadRole::kMixed);
+  EXPECT_EQ(adakv::profile::classify(0.1, 0.01, t), HeadRole::kMixed);
   EXPECT_STREQ(adakv::profile::to_string(HeadRole::kRetrieval), "retrieval");
+  EXPECT_STREQ(adakv::profile::to_string(HeadRole::kMixed), "mixed");
   EXPECT_EQ(adakv::profile::role_letter(HeadRole::kLocal), 'L');
+  EXPECT_EQ(adakv::profile::role_letter(HeadRole::kRetrieval), 'R');
 }
 
 TEST(HeadProfile, SyntheticRowsGetTheirRoles) {
@@ -106,6 +122,7 @@ TEST(HeadProfile, SyntheticRowsGetTheirRoles) {
   EXPECT_EQ(r.role, HeadRole::kRetrieval);
   EXPECT_LT(r.entropy_norm, 0.3);
   EXPECT_LT(r.locality, 0.05);
+  EXPECT_GT(r.focus, 0.95);
   EXPECT_GT(r.retained_mass, 0.97);  // the three spikes are among the kept 50
 
   const std::vector<float> uniform(prefix, 1.0f);
@@ -113,8 +130,29 @@ TEST(HeadProfile, SyntheticRowsGetTheirRoles) {
   EXPECT_EQ(m.role, HeadRole::kMixed);
   EXPECT_NEAR(m.entropy_bits, std::log2(500.0), 1e-9);
   EXPECT_NEAR(m.entropy_norm, 1.0, 1e-12);
-  EXPECT_NEAR(m.locality, 0.1, 1e-12);
-  EXPECT_NEAR(m.retained_mass, 0.1, 1e-12);  // 50 of 500 equal scores
+  EXPECT_NEAR(m.sink_mass, 4.0 / 500.0, 1e-12);
+  EXPECT_NEAR(m.locality, 50.0 / 496.0, 1e-12);  // ceil(10% of the 496 content positions)
+  EXPECT_NEAR(m.focus, 8.0 / 496.0, 1e-12);      // 8 positions (1% of 446 is 5)
+  EXPECT_NEAR(m.retained_mass, 0.1, 1e-12);      // 50 of 500 equal scores
+}
+
+TEST(HeadProfile, AnAttentionSinkIsNotRetrieval) {
+  // 90% of the attention on the first token (spread over 4 positions by max-pooling), the
+  // rest uniform: one distant position holds the mass, yet the head retrieves nothing.
+  const auto c = policy(Policy::kAdaKV);
+  const size_t prefix = 1000, n = prefix + c.window;
+  std::vector<float> s(prefix, 0.1f / 996);
+  for (size_t i = 0; i < 4; ++i) s[i] = 0.9f / 4;
+  const auto h = adakv::profile::profile_head(s.data(), n, c.window + 100, c, RoleThresholds{});
+  EXPECT_NEAR(h.sink_mass, 0.9, 1e-6);
+  EXPECT_LT(h.entropy_norm, 0.35);  // low entropy: the sink alone would look like retrieval
+  EXPECT_LT(h.focus, 0.02);
+  EXPECT_EQ(h.role, HeadRole::kMixed);
+  // Without the sink exclusion the same row would be called retrieval.
+  RoleThresholds no_sink;
+  no_sink.sink_tokens = 0;
+  EXPECT_EQ(adakv::profile::profile_head(s.data(), n, c.window + 100, c, no_sink).role,
+            HeadRole::kRetrieval);
 }
 
 TEST(HeadProfile, RetainedMassCountsTheTopScoresAndNeverFallsBelowTheKeptFraction) {
@@ -173,6 +211,8 @@ TEST(HeadProfile, ProfileHeadsShapesSummaryAndErrors) {
   EXPECT_EQ(j["kv_heads"], 2);
   EXPECT_EQ(j["budgets"][0][1], 60);
   EXPECT_EQ(j["heads"][0][0]["role"], "local");
+  EXPECT_GT(j["heads"][0][1]["focus"].get<double>(), 0.9);
+  EXPECT_EQ(j["thresholds"]["sink_tokens"], 4);
   EXPECT_EQ(j["heads"][0][1]["role"], "retrieval");
   EXPECT_EQ(j["summary"]["total_budget"], 200);
   EXPECT_EQ(j["summary"]["roles"]["local"], 2);
