@@ -18,10 +18,17 @@ build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: a ~3,800-token document with a fact hidden in its middle, and a question.
+# One prefill serves Ada-KV at 20% and the full cache (and SnapKV at 20%), side by side; then
+# the per-head budgets of that prompt as a picture.
 demo: build
 	python3 tests/tools/make_demo_prompt.py > $(BUILD)/demo_prompt.txt
 	@echo "== question: what is the access code hidden in a $$(wc -c < $(BUILD)/demo_prompt.txt)-byte document? (expected: 7391)"
-	$(BUILD)/adakv generate --chat --prompt-file $(BUILD)/demo_prompt.txt --max-tokens 32
+	$(BUILD)/adakv generate --chat --prompt-file $(BUILD)/demo_prompt.txt --max-tokens 32 \
+	  --policy adakv --budget 0.2 --compare full,snapkv
+	$(BUILD)/adakv profile --chat --prompt-file $(BUILD)/demo_prompt.txt --policy adakv \
+	  --budget 0.2 --out $(BUILD)/demo-profile > $(BUILD)/demo-profile.txt
+	@tail -n 3 $(BUILD)/demo-profile.txt
+	@echo "== head budgets: $(BUILD)/demo-profile/head_budgets.svg (and .png)"
 
 test: build test-asan
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200

@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
+#include "launcher/text_file.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 
@@ -31,14 +32,6 @@ struct GenerateOptions {
   std::vector<std::string> compare;
   CompressionFlags compression;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read prompt file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 double per_second(size_t n, double s) { return n / std::max(s, 1e-9); }
 
@@ -128,7 +121,7 @@ int run_compare(const runtime::Engine& engine, runtime::GenerateRequest req,
 
 int run_generate(const GenerateOptions& o) {
   kernels::set_num_threads(o.threads);
-  const std::string prompt = o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file);
+  const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   runtime::Engine engine(runtime::resolve_model(o.model));
 
   runtime::GenerateRequest req;

@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
+#include "launcher/text_file.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/profile/prompt_profile.h"
@@ -34,14 +35,6 @@ struct ProfileOptions {
   int threads = 0;
   CompressionFlags compression;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read prompt file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_file(const fs::path& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
@@ -164,7 +157,7 @@ void print_table(const profile::HeadProfile& p) {
 
 int run_profile(const ProfileOptions& o) {
   kernels::set_num_threads(o.threads);
-  const std::string text = o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file);
+  const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
   runtime::Engine engine(model_path);
 

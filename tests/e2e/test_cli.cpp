@@ -10,34 +10,11 @@
 #include <string>
 
 #include "tests/e2e/model_fixture.h"
+#include "tests/e2e/run_adakv.h"
 
 namespace {
 
-struct Run {
-  int rc;
-  std::string out, err;
-};
-
-// Runs `adakv ARGS`, capturing stdout and stderr.
-Run adakv(const std::string& args) {
-  const auto err_path = std::filesystem::temp_directory_path() /
-                        ("adakv-cli-test-" + std::to_string(::getpid()) + ".err");
-  const std::string cmd = std::string(ADAKV_BINARY) + " " + args + " 2>" + err_path.string();
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  Run r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::filesystem::remove(err_path);
-  return r;
-}
+using adakv::test::adakv;
 
 std::string model() { return "--model " + adakv::test::model_path(); }
 

@@ -13,39 +13,14 @@
 #include <string>
 
 #include "tests/e2e/model_fixture.h"
+#include "tests/e2e/run_adakv.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Run adakv(const std::string& args) {
-  const auto err_path =
-      fs::temp_directory_path() / ("adakv-profile-test-" + std::to_string(::getpid()) + ".err");
-  const std::string cmd = std::string(ADAKV_BINARY) + " " + args + " 2>" + err_path.string();
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  Run r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err_path);
-  fs::remove(err_path);
-  return r;
-}
+using adakv::test::adakv;
+using adakv::test::slurp;
 
 std::string model() {
   return "--model " + adakv::test::model_path();
