@@ -130,6 +130,7 @@ int run_generate(const GenerateOptions& o) {
   req.sampling = {o.temperature, o.top_p, o.top_k, o.seed};
   req.compression = o.compression.config();
   req.kv_dtype = o.compression.dtype();
+  o.compression.check_window(req.compression, req.prompt.size());
   if (!o.compare.empty()) return run_compare(engine, req, o);
 
   std::function<void(std::string_view)> stream;

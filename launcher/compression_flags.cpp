@@ -48,6 +48,11 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   return c;
 }
 
+void CompressionFlags::check_window(const compression::CompressionConfig& c,
+                                    size_t prompt_tokens) const {
+  if (app && app->count("--window") > 0) c.validate(prompt_tokens);
+}
+
 kernels::KvDtype CompressionFlags::dtype() const {
   if (kv_dtype == "bf16") return kernels::KvDtype::kBF16;
   if (kv_dtype == "e4m3") return kernels::KvDtype::kE4M3;

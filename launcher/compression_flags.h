@@ -21,6 +21,9 @@ struct CompressionFlags {
   // Preset (if any), then the flags. Throws std::invalid_argument naming the bad flag.
   compression::CompressionConfig config(const std::string& default_policy = "adakv") const;
   kernels::KvDtype dtype() const;
+  // When --window was given: it must be shorter than the prompt (else the default window just
+  // leaves short prompts uncompressed). Throws std::invalid_argument.
+  void check_window(const compression::CompressionConfig& c, size_t prompt_tokens) const;
 };
 
 }  // namespace adakv::cli

@@ -44,7 +44,9 @@ size_t Engine::check_request(const GenerateRequest& req) const {
                                 " (prompt plus at least one generated token)");
   }
   req.sampling.validate();
-  req.compression.validate(n_prompt);
+  // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt
+  // check of validate(n) is for windows a user asked for (the CLI applies it).
+  req.compression.validate();
   return std::min(req.max_tokens, cfg.context_length - n_prompt);
 }
 
@@ -107,7 +109,7 @@ std::vector<GenerateResult> Engine::generate_policies(
   const auto& cfg = model_.config();
   if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
   const size_t max_new = check_request(req), n_prompt = req.prompt.size();
-  for (const auto& p : policies) p.validate(n_prompt);
+  for (const auto& p : policies) p.validate();
   // The recording prefill keeps the full prompt; each policy's copy lives next to it while it
   // decodes, then returns its blocks.
   const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};

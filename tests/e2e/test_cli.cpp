@@ -45,7 +45,8 @@ TEST(Cli, GenerateJsonMatchesTheOracleGreedyTokens) {
 
 TEST(Cli, ChatAnswersAndStopsAtEndOfTurn) {
   const auto r = adakv("generate " + model() +
-                       " --chat --prompt 'What is the capital of France?' --max-tokens 40 --json");
+                       " --chat --prompt 'What is the capital of France?' --max-tokens 40 --json"
+                       " --policy full");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NE(j["text"].get<std::string>().find("Paris"), std::string::npos) << j["text"];
@@ -81,10 +82,29 @@ TEST(Cli, PromptLongerThanTheContextIsRefused) {
   EXPECT_NE(r.err.find("context holds 8192"), std::string::npos) << r.err;
 }
 
+TEST(Cli, ShortPromptsWorkWithTheDefaultPolicy) {
+  // adakv at 20% by default: a prompt no longer than the window is simply kept whole.
+  const auto r = adakv("generate " + model() + " --prompt 'Hello' --max-tokens 2 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv"]["policy"], "adakv");
+  EXPECT_EQ(j["kv"]["kept_bytes"], j["kv"]["full_bytes"]);
+  // ...but a window the user asked for must fit.
+  const auto w = adakv("generate " + model() + " --prompt 'Hello' --window 8");
+  EXPECT_EQ(w.rc, 1);
+  EXPECT_NE(w.err.find("window 8"), std::string::npos) << w.err;
+}
+
 TEST(Cli, BadArgumentsAreUsageErrors) {
   EXPECT_NE(adakv("generate " + model() + " --prompt x --temperature -1").rc, 0);
   EXPECT_NE(adakv("generate " + model() + " --prompt x --top-p 0").rc, 0);
   EXPECT_NE(adakv("generate " + model()).rc, 0);  // no prompt
+  for (const char* bad : {"--budget -1", "--budget 1.5", "--alpha 2", "--policy lru",
+                          "--scope everywhere", "--pool-kernel 4"}) {
+    const auto b = adakv("generate " + model() + " --prompt x " + bad);
+    EXPECT_NE(b.rc, 0) << bad;
+    EXPECT_FALSE(b.err.empty()) << bad;
+  }
   const auto r = adakv("generate --model /nonexistent.gguf --prompt x");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
