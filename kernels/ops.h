@@ -36,9 +36,8 @@ Status matmul(float* y, const float* x, const float* w, size_t M, size_t N, size
 // RoPE on adjacent pairs, in place (the layout of llama GGUF files):
 // (x[2i], x[2i+1]) rotated by pos * theta^(-2i/rot_dim), for 2i < rot_dim.
 // x: [T][n_heads][head_dim] with row stride `token_stride` floats; positions: [T].
-Status rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads,
-                     size_t head_dim, size_t rot_dim, size_t token_stride, float theta,
-                     Stream stream = {});
+Status rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
+                     size_t rot_dim, size_t token_stride, float theta, Stream stream = {});
 
 // SwiGLU: out[t][i] = silu(gate_up[t][i]) * gate_up[t][F + i]   gate_up: [T][2F], out: [T][F].
 Status swiglu(float* out, const float* gate_up, size_t T, size_t F, Stream stream = {});
@@ -121,8 +120,8 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
 // q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), out: [Hq][n].
 // Only W x n scores per head are formed, never n x n. Requires 1 <= W <= n.
 Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
-                             size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv,
-                             size_t Dh, float scale, Stream stream = {});
+                             size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
+                             float scale, Stream stream = {});
 
 // float <-> storage conversions used by the KV blocks (exposed for tests).
 uint16_t fp32_to_bf16(float x);  // round to nearest even; NaN stays NaN

@@ -79,8 +79,8 @@ runtime::GenerateResult run_engine(const runtime::Engine& engine, const std::vec
   return engine.generate(req);
 }
 
-Speeds measure_adakv(const runtime::Engine& engine, const std::vector<int32_t>& ids,
-                     size_t length, const BenchOptions& o) {
+Speeds measure_adakv(const runtime::Engine& engine, const std::vector<int32_t>& ids, size_t length,
+                     const BenchOptions& o) {
   compression::CompressionConfig full;
   full.policy = compression::Policy::kFull;
   Speeds s;
@@ -174,10 +174,9 @@ int run_bench(const BenchOptions& o) {
   const auto& cfg = engine.model().config();
   const size_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
   if (longest + o.decode_tokens > cfg.context_length) {
-    throw std::invalid_argument("prompt length " + std::to_string(longest) + " + " +
-                                std::to_string(o.decode_tokens) +
-                                " decode tokens exceed the model's context of " +
-                                std::to_string(cfg.context_length));
+    throw std::invalid_argument(
+        "prompt length " + std::to_string(longest) + " + " + std::to_string(o.decode_tokens) +
+        " decode tokens exceed the model's context of " + std::to_string(cfg.context_length));
   }
   const auto ids = prompt_ids(engine, o.text_file, longest);
   std::printf("adakv bench: %s, %d threads, %zu decode tokens after each prefill\n", path.c_str(),
@@ -222,10 +221,11 @@ int run_bench(const BenchOptions& o) {
                 kv_bytes / 1048576.0);
   }
   if (peer.empty()) std::printf("(llama.cpp columns empty: %s)\n", why.c_str());
-  std::printf("tokens/s, median of %d runs; ratio = adakv / llama.cpp (above 1: adakv faster);\n"
-              "bw limit = decode tokens/s if every weight and KV byte is read once at the read "
-              "bandwidth; of lim = adakv decode / bw limit\n",
-              o.repeats);
+  std::printf(
+      "tokens/s, median of %d runs; ratio = adakv / llama.cpp (above 1: adakv faster);\n"
+      "bw limit = decode tokens/s if every weight and KV byte is read once at the read "
+      "bandwidth; of lim = adakv decode / bw limit\n",
+      o.repeats);
 
   // The compression policy next to the full cache, one run each per length.
   const auto policy = o.compression.config();
@@ -241,16 +241,18 @@ int run_bench(const BenchOptions& o) {
   for (size_t l : o.lengths) {
     const auto f = measure_policy(engine, ids, l, full, o);
     const auto p = measure_policy(engine, ids, l, policy, o);
-    std::printf("%7zu | %9.2f %9.3f %6.2f%% | %9.2f %9.2f %6.2f | %7.2fms %7.2fms %6.2f | %8.1f %8.1f %5.1f%%\n",
-                l, p.prefill_s, p.overhead_s, 100 * p.overhead_s / p.prefill_s, f.decode_tps,
-                p.decode_tps, p.decode_tps / f.decode_tps, 1e3 * f.attention_s_per_token,
-                1e3 * p.attention_s_per_token, p.attention_s_per_token / f.attention_s_per_token,
-                f.kept_bytes / 1048576.0, p.kept_bytes / 1048576.0,
-                100.0 * p.kept_bytes / f.kept_bytes);
+    std::printf(
+        "%7zu | %9.2f %9.3f %6.2f%% | %9.2f %9.2f %6.2f | %7.2fms %7.2fms %6.2f | %8.1f %8.1f "
+        "%5.1f%%\n",
+        l, p.prefill_s, p.overhead_s, 100 * p.overhead_s / p.prefill_s, f.decode_tps, p.decode_tps,
+        p.decode_tps / f.decode_tps, 1e3 * f.attention_s_per_token, 1e3 * p.attention_s_per_token,
+        p.attention_s_per_token / f.attention_s_per_token, f.kept_bytes / 1048576.0,
+        p.kept_bytes / 1048576.0, 100.0 * p.kept_bytes / f.kept_bytes);
   }
-  std::printf("compr. s = scoring + allocation + compaction inside the prefill; attn = decode "
-              "attention per token;\nkept = KV bytes held after prefill, block rounding "
-              "included\n");
+  std::printf(
+      "compr. s = scoring + allocation + compaction inside the prefill; attn = decode "
+      "attention per token;\nkept = KV bytes held after prefill, block rounding "
+      "included\n");
   return 0;
 }
 

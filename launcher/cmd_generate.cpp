@@ -33,7 +33,9 @@ struct GenerateOptions {
   CompressionFlags compression;
 };
 
-double per_second(size_t n, double s) { return n / std::max(s, 1e-9); }
+double per_second(size_t n, double s) {
+  return n / std::max(s, 1e-9);
+}
 
 nlohmann::json to_json(const runtime::GenerateResult& r,
                        const compression::CompressionConfig& policy, const std::string& dtype) {

@@ -29,7 +29,8 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   auto c = preset.empty() ? compression::CompressionConfig{} : compression::load_preset(preset);
   if (preset.empty()) c.policy = compression::parse_policy(default_policy);
   auto non_negative = [](long v, const char* flag) {
-    if (v < 0) throw std::invalid_argument(std::string(flag) + " must be >= 0, got " + std::to_string(v));
+    if (v < 0)
+      throw std::invalid_argument(std::string(flag) + " must be >= 0, got " + std::to_string(v));
     return static_cast<size_t>(v);
   };
   if (!policy.empty()) c.policy = compression::parse_policy(policy);

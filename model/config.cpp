@@ -12,32 +12,34 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture");
   if (c.architecture != "llama") {
-    throw std::runtime_error(fmt::format(
-        "{}: general.architecture is '{}'; adakv runs llama-family models only", f.path(),
-        c.architecture));
+    throw std::runtime_error(
+        fmt::format("{}: general.architecture is '{}'; adakv runs llama-family models only",
+                    f.path(), c.architecture));
   }
   c.name = f.get_string("general.name", "");
   const std::string p = c.architecture + ".";
   auto positive = [&](const std::string& key) -> size_t {
     const int64_t v = f.get_int(p + key);
     if (v <= 0 || v > (int64_t{1} << 31)) {
-      throw std::runtime_error(fmt::format("{}: {}{} = {} is not a valid size", f.path(), p, key, v));
+      throw std::runtime_error(
+          fmt::format("{}: {}{} = {} is not a valid size", f.path(), p, key, v));
     }
     return static_cast<size_t>(v);
   };
   c.n_layers = positive("block_count");
   c.d_model = positive("embedding_length");
   c.n_heads = positive("attention.head_count");
-  c.n_kv_heads = f.find(p + "attention.head_count_kv") ? positive("attention.head_count_kv")
-                                                          : c.n_heads;
+  c.n_kv_heads =
+      f.find(p + "attention.head_count_kv") ? positive("attention.head_count_kv") : c.n_heads;
   c.ffn_dim = positive("feed_forward_length");
   c.context_length = positive("context_length");
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(f.get_float(p + "rope.freq_base", 10000.0));
 
   if (c.d_model % c.n_heads != 0) {
-    throw std::runtime_error(fmt::format("{}: embedding_length {} is not a multiple of head_count {}",
-                                         f.path(), c.d_model, c.n_heads));
+    throw std::runtime_error(
+        fmt::format("{}: embedding_length {} is not a multiple of head_count {}", f.path(),
+                    c.d_model, c.n_heads));
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     throw std::runtime_error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
@@ -52,7 +54,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
 
   const auto& embd = f.tensor("token_embd.weight");
   if (embd.ne.size() != 2 || embd.ne[0] != c.d_model) {
-    throw std::runtime_error(fmt::format("{}: token_embd.weight must be [{}, vocab]", f.path(), c.d_model));
+    throw std::runtime_error(
+        fmt::format("{}: token_embd.weight must be [{}, vocab]", f.path(), c.d_model));
   }
   c.vocab_size = embd.ne[1];
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;

@@ -11,19 +11,19 @@ class GgufFile;
 namespace adakv::model {
 
 struct ModelConfig {
-  std::string architecture;   // general.architecture, "llama"
-  std::string name;           // general.name, for display
-  size_t n_layers = 0;        // transformer blocks
-  size_t d_model = 0;         // residual width (embedding_length)
-  size_t n_heads = 0;         // query heads
-  size_t n_kv_heads = 0;      // key/value heads (GQA: n_heads is a multiple)
-  size_t head_dim = 0;        // per-head width = d_model / n_heads
-  size_t rope_dim = 0;        // leading dims of each head that RoPE rotates (usually head_dim)
-  size_t ffn_dim = 0;         // SwiGLU hidden width
-  size_t vocab_size = 0;      // rows of token_embd
-  size_t context_length = 0;  // positions the model was trained for
-  float rms_eps = 1e-5f;      // RMSNorm epsilon
-  float rope_theta = 10000;   // RoPE base
+  std::string architecture;      // general.architecture, "llama"
+  std::string name;              // general.name, for display
+  size_t n_layers = 0;           // transformer blocks
+  size_t d_model = 0;            // residual width (embedding_length)
+  size_t n_heads = 0;            // query heads
+  size_t n_kv_heads = 0;         // key/value heads (GQA: n_heads is a multiple)
+  size_t head_dim = 0;           // per-head width = d_model / n_heads
+  size_t rope_dim = 0;           // leading dims of each head that RoPE rotates (usually head_dim)
+  size_t ffn_dim = 0;            // SwiGLU hidden width
+  size_t vocab_size = 0;         // rows of token_embd
+  size_t context_length = 0;     // positions the model was trained for
+  float rms_eps = 1e-5f;         // RMSNorm epsilon
+  float rope_theta = 10000;      // RoPE base
   bool tied_embeddings = false;  // LM head reuses token_embd (no output.weight)
 
   // Throws std::runtime_error naming the key or value that is missing or inconsistent.

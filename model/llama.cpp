@@ -44,8 +44,8 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
     float* q = qkv.data();
     float* kk = q + QW;
     float* v = kk + KW;
-    k::check(k::rope_adjacent(q, positions.data(), n, c.n_heads, c.head_dim, c.rope_dim,
-                              qkv_width, c.rope_theta),
+    k::check(k::rope_adjacent(q, positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
+                              c.rope_theta),
              "rope");
     k::check(k::rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
                               qkv_width, c.rope_theta),
@@ -66,9 +66,8 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
   k::check(k::rmsnorm(h.data(), last, weights_.output_norm.data(), n_logits, D, c.rms_eps),
            "rmsnorm");
   logits.resize(n_logits * c.vocab_size);
-  k::check(
-      k::matmul(logits.data(), h.data(), weights_.lm_head().data(), n_logits, c.vocab_size, D),
-      "matmul");
+  k::check(k::matmul(logits.data(), h.data(), weights_.lm_head().data(), n_logits, c.vocab_size, D),
+           "matmul");
 }
 
 }  // namespace adakv::model

@@ -44,8 +44,8 @@ std::vector<float> concat(std::initializer_list<std::vector<float>> parts) {
 size_t Weights::bytes() const {
   size_t n = token_embd.size() + output_norm.size() + output.size();
   for (const auto& l : layers) {
-    n += l.attn_norm.size() + l.wqkv.size() + l.wo.size() +
-         l.ffn_norm.size() + l.w_gate_up.size() + l.w_down.size();
+    n += l.attn_norm.size() + l.wqkv.size() + l.wo.size() + l.ffn_norm.size() + l.w_gate_up.size() +
+         l.w_down.size();
   }
   return n * sizeof(float);
 }

@@ -33,13 +33,15 @@ void ContiguousKvCache::append_and_attend(size_t layer, const float* q, size_t q
     std::copy_n(v + t * kv_stride, W, vs + (length_ + t) * W);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-  kernels::check(kernels::attention_causal(out, q, ks, vs, n, length_ + n, config_.n_heads,
-                                           config_.n_kv_heads, config_.head_dim, q_stride, W,
-                                           config_.q_width(), scale),
-                 "attention_causal");
+  kernels::check(
+      kernels::attention_causal(out, q, ks, vs, n, length_ + n, config_.n_heads, config_.n_kv_heads,
+                                config_.head_dim, q_stride, W, config_.q_width(), scale),
+      "attention_causal");
 }
 
-size_t ContiguousKvCache::used_bytes() const { return length_ * config_.kv_bytes_per_token(); }
+size_t ContiguousKvCache::used_bytes() const {
+  return length_ * config_.kv_bytes_per_token();
+}
 
 size_t ContiguousKvCache::reserved_bytes() const {
   return capacity_ * config_.kv_bytes_per_token();

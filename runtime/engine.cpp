@@ -21,8 +21,7 @@ model::LlamaModel load_model(const gguf::GgufFile& file) {
 
 }  // namespace
 
-Engine::Engine(const std::string& path)
-    : Engine(gguf::GgufFile::open(path)) {}
+Engine::Engine(const std::string& path) : Engine(gguf::GgufFile::open(path)) {}
 
 Engine::Engine(const gguf::GgufFile& file)
     : model_(load_model(file)), tokenizer_(tokenizer::vocab_from_gguf(file)) {}
@@ -38,10 +37,9 @@ size_t Engine::check_request(const GenerateRequest& req) const {
   const size_t n_prompt = req.prompt.size();
   if (n_prompt == 0) throw std::invalid_argument("the prompt is empty");
   if (n_prompt >= cfg.context_length) {
-    throw std::invalid_argument("the prompt has " + std::to_string(n_prompt) +
-                                " tokens; the model's context holds " +
-                                std::to_string(cfg.context_length) +
-                                " (prompt plus at least one generated token)");
+    throw std::invalid_argument(
+        "the prompt has " + std::to_string(n_prompt) + " tokens; the model's context holds " +
+        std::to_string(cfg.context_length) + " (prompt plus at least one generated token)");
   }
   req.sampling.validate();
   // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt

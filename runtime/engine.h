@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "model/llama.h"
 #include "model/tokenizer/tokenizer.h"
-#include "kernels/ops.h"
 #include "runtime/compression/config.h"
 #include "runtime/kv/paged_kv_cache.h"
 #include "runtime/sampler.h"
@@ -38,9 +38,9 @@ struct GenerateResult {
   double prefill_s = 0;
   double decode_s = 0;
   // KV memory at the end of generation, in the pool's dtype, block rounding included:
-  size_t kv_full_bytes = 0;   // what the uncompressed cache would hold
-  size_t kv_kept_bytes = 0;   // what the sequence holds
-  size_t kv_after_prefill_bytes = 0;      // held right after prefill (and compaction)
+  size_t kv_full_bytes = 0;                // what the uncompressed cache would hold
+  size_t kv_kept_bytes = 0;                // what the sequence holds
+  size_t kv_after_prefill_bytes = 0;       // held right after prefill (and compaction)
   size_t kv_full_after_prefill_bytes = 0;  // uncompressed, right after prefill
   size_t pool_free_after_prefill_bytes = 0;
   size_t pool_bytes = 0;

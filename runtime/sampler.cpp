@@ -41,8 +41,7 @@ int32_t Sampler::sample(const float* logits, size_t vocab) {
   size_t keep = vocab;
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab) {
     keep = static_cast<size_t>(params_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(),
-                      by_logit);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
   } else {
     std::sort(candidates_.begin(), candidates_.end(), by_logit);
   }

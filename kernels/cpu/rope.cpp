@@ -6,8 +6,8 @@
 
 namespace adakv::kernels {
 
-Status rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads,
-                     size_t head_dim, size_t rot_dim, size_t token_stride, float theta, Stream) {
+Status rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
+                     size_t rot_dim, size_t token_stride, float theta, Stream) {
   if (rot_dim % 2 != 0 || rot_dim > head_dim) return Status::kInvalidArgument;
   const size_t half = rot_dim / 2;
   // Frequencies as PyTorch computes them (1 / theta^(2i/d) in float) so angles match the

@@ -10,7 +10,8 @@
 namespace adakv::kernels {
 
 void check(Status s, const char* op) {
-  if (s != Status::kOk) throw std::invalid_argument(std::string("kernel ") + op + ": invalid argument");
+  if (s != Status::kOk)
+    throw std::invalid_argument(std::string("kernel ") + op + ": invalid argument");
 }
 
 void set_num_threads(int n) {
@@ -19,6 +20,8 @@ void set_num_threads(int n) {
   omp_set_num_threads(n);  // matmul keeps OpenBLAS single-threaded and splits over these
 }
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  return omp_get_max_threads();
+}
 
 }  // namespace adakv::kernels

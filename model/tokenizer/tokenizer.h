@@ -22,8 +22,9 @@ namespace adakv::tokenizer {
 struct Vocab {
   std::vector<std::string> tokens;  // in GPT-2 byte-to-unicode spelling (control tokens as-is)
   std::vector<std::string> merges;  // "A B", in rank order
-  std::vector<int32_t> token_types; // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
-  std::string pre = "default";      // tokenizer.ggml.pre
+  std::vector<int32_t>
+      token_types;              // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
+  std::string pre = "default";  // tokenizer.ggml.pre
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t pad_id = -1;

@@ -40,8 +40,8 @@ void copy_row(const kernels::KvBlockLayout& l, const uint8_t* src, size_t src_ro
 }  // namespace
 
 PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
-                           const compression::CompressionConfig& compression,
-                           GainExchange exchange, bool record_scores)
+                           const compression::CompressionConfig& compression, GainExchange exchange,
+                           bool record_scores)
     : pool_(pool),
       model_(model),
       compression_(compression),
@@ -108,9 +108,8 @@ void PagedKvCache::append_rows(HeadTable& head, const float* k, const float* v, 
   }
 }
 
-void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stride,
-                                     const float* k, const float* v, size_t kv_stride, size_t n,
-                                     float* out) {
+void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                                     const float* v, size_t kv_stride, size_t n, float* out) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
   if (position_ == 0 && n > 1) {
     prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out);
@@ -125,8 +124,8 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
     block_ids[g] = heads[g].blocks.data();
     lengths[g] = heads[g].length;
   }
-  const kernels::PagedSequence seq{block_ids.data(), lengths.data(), n, q, q_stride,
-                                   out, model_.q_width()};
+  const kernels::PagedSequence seq{block_ids.data(), lengths.data(), n, q, q_stride, out,
+                                   model_.q_width()};
   const auto t0 = std::chrono::steady_clock::now();
   kernels::check(kernels::attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
                                           Hkv, 1.0f / std::sqrt(static_cast<float>(Dh))),
@@ -137,10 +136,10 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
 void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
                                  const float* v, size_t kv_stride, size_t n, float* out) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, W = compression_.window;
-  kernels::check(kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
-                                           kv_stride, model_.q_width(),
-                                           1.0f / std::sqrt(static_cast<float>(Dh))),
-                 "attention_causal");
+  kernels::check(
+      kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
+                                model_.q_width(), 1.0f / std::sqrt(static_cast<float>(Dh))),
+      "attention_causal");
   auto& heads = heads_[layer];
   if (report_.kept.empty()) {
     report_.prompt_tokens = n;
@@ -156,8 +155,8 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   const bool needs_scores = compression_.policy != Policy::kStreaming;
   if ((compress && needs_scores) || (record_scores_ && n > W)) {
     const auto t0 = std::chrono::steady_clock::now();
-    scores_[layer] = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv,
-                                              Dh, compression_);
+    scores_[layer] = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv, Dh,
+                                              compression_);
     report_.score_s += seconds_since(t0);
   }
   if (!compress || record_scores_) return keep_all();
@@ -184,8 +183,8 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   report_.compact_s += seconds_since(t0);
 }
 
-std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer,
-                                                                 const float* scores, size_t n) {
+std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer, const float* scores,
+                                                                 size_t n) {
   const size_t Hkv = model_.n_kv_heads, W = compression_.window;
   std::vector<std::vector<uint32_t>> positions(Hkv);
   if (compression_.keeps_everything(n) || n <= W) {
@@ -240,8 +239,8 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     for (size_t l = 0; l < L; ++l) {
       for (size_t g = 0; g < Hkv; ++g) {
         const size_t row = l * Hkv + g;
-        positions[l].push_back(copy->kept_positions(all.data() + row * prefix, prefix,
-                                                    budgets[row], n));
+        positions[l].push_back(
+            copy->kept_positions(all.data() + row * prefix, prefix, budgets[row], n));
       }
     }
   } else {
@@ -282,7 +281,8 @@ std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, siz
   const Policy policy = compression_.policy;
   std::vector<size_t> pyramid;
   if (policy == Policy::kPyramidKV || policy == Policy::kAdaPyramid) {
-    pyramid = compression::pyramid_layer_budgets(model_.n_layers, B, W, compression_.pyramid_beta, n);
+    pyramid =
+        compression::pyramid_layer_budgets(model_.n_layers, B, W, compression_.pyramid_beta, n);
   }
   // Prefix budget (window excluded) of a row's layer before any per-head adaptation.
   auto layer_base = [&](size_t row) {
@@ -306,8 +306,8 @@ std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, siz
   return budgets;
 }
 
-std::vector<uint32_t> PagedKvCache::kept_positions(const float* scores, size_t prefix,
-                                                   size_t keep, size_t n) const {
+std::vector<uint32_t> PagedKvCache::kept_positions(const float* scores, size_t prefix, size_t keep,
+                                                   size_t n) const {
   auto positions = compression::select_top_positions(scores, prefix, std::min(keep, prefix));
   for (size_t i = prefix; i < n; ++i) positions.push_back(static_cast<uint32_t>(i));
   return positions;

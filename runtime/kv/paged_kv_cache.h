@@ -65,8 +65,7 @@ class PagedKvCache : public model::KvCache {
   // prompt had been prefilled under it. Requires a recording cache right after its prefill,
   // and the same window, pooling and GQA aggregation as the recording (the scores depend on
   // them). Throws std::length_error when the pool cannot hold the copy.
-  std::unique_ptr<PagedKvCache> compressed_copy(
-      const compression::CompressionConfig& policy) const;
+  std::unique_ptr<PagedKvCache> compressed_copy(const compression::CompressionConfig& policy) const;
 
  private:
   struct HeadTable {
@@ -74,16 +73,15 @@ class PagedKvCache : public model::KvCache {
     uint32_t length = 0;
   };
 
-  void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
-                     const float* v, size_t kv_stride, size_t n, float* out);
+  void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
+                     size_t kv_stride, size_t n, float* out);
   // Per-head prefix tokens to keep (window excluded) for the rows of `scores`
   // ([rows][prefix]); rows span one layer, or every layer for scope global.
   std::vector<size_t> allocate(const std::vector<float>& scores, size_t rows, size_t prefix,
                                size_t first_layer);
   // Chronological positions each head of `layer` keeps under this cache's policy, given the
   // layer's scores ([kv head][n - window]; unused by policies that need none).
-  std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores,
-                                                     size_t n);
+  std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores, size_t n);
   // Chronological kept positions of one head: top `keep` prefix positions plus the window.
   std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
                                        size_t n) const;

@@ -16,7 +16,9 @@ namespace {
 
 using adakv::test::adakv;
 
-std::string model() { return "--model " + adakv::test::model_path(); }
+std::string model() {
+  return "--model " + adakv::test::model_path();
+}
 
 std::filesystem::path temp_file(const std::string& name, const std::string& content) {
   const auto p = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + name);
@@ -65,7 +67,8 @@ TEST(Cli, SamplingIsReproducibleWithASeed) {
 }
 
 TEST(Cli, StreamsTextAndReportsSpeedAndKvBytes) {
-  const auto r = adakv("generate " + model() + " --prompt 'The capital of France is' --max-tokens 4");
+  const auto r =
+      adakv("generate " + model() + " --prompt 'The capital of France is' --max-tokens 4");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, 6), " Paris");
   EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;

@@ -85,11 +85,13 @@ TEST_F(CompressionModel, OnePrefillServesEveryPolicyLikeSeparatePrefills) {
   req.prompt = prompt(700);
   req.max_tokens = 12;
   req.stop_at_eos = false;
-  const std::vector<CompressionConfig> policies = {
-      policy(Policy::kFull, 1.0),       policy(Policy::kAdaKV, 0.2),
-      policy(Policy::kSnapKV, 0.2),     policy(Policy::kStreaming, 0.2),
-      policy(Policy::kPyramidKV, 0.2),  policy(Policy::kAdaPyramid, 0.2),
-      policy(Policy::kAdaKV, 0.1, Scope::kGlobal)};
+  const std::vector<CompressionConfig> policies = {policy(Policy::kFull, 1.0),
+                                                   policy(Policy::kAdaKV, 0.2),
+                                                   policy(Policy::kSnapKV, 0.2),
+                                                   policy(Policy::kStreaming, 0.2),
+                                                   policy(Policy::kPyramidKV, 0.2),
+                                                   policy(Policy::kAdaPyramid, 0.2),
+                                                   policy(Policy::kAdaKV, 0.1, Scope::kGlobal)};
   const auto shared = engine_->generate_policies(req, policies);
   ASSERT_EQ(shared.size(), policies.size());
   for (size_t i = 0; i < policies.size(); ++i) {

@@ -92,7 +92,8 @@ class LogitsOracle : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     goldens_ = new Goldens(load_goldens());
-    model_ = new adakv::model::LlamaModel(adakv::model::LlamaModel::load(adakv::test::model_path()));
+    model_ =
+        new adakv::model::LlamaModel(adakv::model::LlamaModel::load(adakv::test::model_path()));
   }
   static void TearDownTestSuite() {
     delete goldens_;
