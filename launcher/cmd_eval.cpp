@@ -1,6 +1,7 @@
 // adakv eval passkey|niah: retrieval accuracy of every KV policy over a grid of prompt lengths,
 // needle depths and budgets. One prefill per prompt serves every policy. Prints the summary
 // table; writes the table, JSON results and SVG (PNG when a converter exists) heatmaps to --out.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "launcher/compression_flags.h"
 #include "runtime/engine.h"
 #include "runtime/eval/eval_runner.h"
+#include "runtime/eval/niah.h"
 #include "runtime/eval/svg_plot.h"
 #include "runtime/model_registry.h"
 
@@ -55,8 +57,7 @@ eval::Heatmap heatmap_of(const eval::EvalResult& r, size_t run) {
   eval::Heatmap h;
   const double acc = r.accuracy(run);
   char title[160];
-  std::snprintf(title, sizeof title, "%s: %s (%.0f%%)", eval::to_string(spec.task),
-                spec.runs[run].label().c_str(), 100 * acc);
+  std::snprintf(title, sizeof title, "%s: %.0f%%", spec.runs[run].label().c_str(), 100 * acc);
   h.title = title;
   h.x_title = "prompt tokens";
   h.y_title = "needle depth";
@@ -112,12 +113,24 @@ void write_outputs(const eval::EvalResult& r, const std::string& table, const st
   std::vector<eval::Heatmap> maps;
   for (size_t i = 0; i < r.spec.runs.size(); ++i) {
     maps.push_back(heatmap_of(r, i));
+    auto alone = maps.back();
+    alone.title = task + ", " + alone.title;
     svgs.push_back(path(task + "_heatmap_" + file_tag(r.spec.runs[i]) + ".svg"));
-    eval::write_text_file(svgs.back(), eval::heatmap_svg(maps.back()));
+    eval::write_text_file(svgs.back(), eval::heatmap_svg(alone));
   }
+  // The overview: one row per policy, its budgets left to right after the full-cache reference.
+  // make_runs orders the runs policy by policy, every policy at the same budgets.
+  const size_t budgets = summary_chart(r).groups.size();
+  std::vector<eval::Heatmap> grid;
+  for (size_t i = 1; i < maps.size(); ++i) {
+    if ((i - 1) % budgets == 0) grid.push_back(maps.front());
+    grid.push_back(maps[i]);
+  }
+  if (grid.empty()) grid.push_back(maps.front());
   svgs.push_back(path(task + "_heatmaps.svg"));
   eval::write_text_file(
-      svgs.back(), eval::heatmap_grid_svg(maps, 4, task + ": accuracy by prompt length x depth"));
+      svgs.back(),
+      eval::heatmap_grid_svg(grid, budgets + 1, task + ": accuracy by prompt length x depth"));
   if (r.spec.runs.size() > 1) {
     svgs.push_back(path(task + "_summary.svg"));
     eval::write_text_file(svgs.back(), eval::bar_chart_svg(summary_chart(r)));
@@ -144,7 +157,8 @@ void write_outputs(const eval::EvalResult& r, const std::string& table, const st
 
 void print_progress(const eval::EvalSpec& spec, const eval::TrialRecord& rec, size_t done,
                     size_t total) {
-  std::string marks;
+  std::string marks, said = rec.runs.front().output;
+  std::replace(said.begin(), said.end(), '\n', ' ');
   for (size_t i = 0; i < rec.runs.size(); ++i) {
     marks += " " + spec.runs[i].policy + "@" + spec.runs[i].budget +
              (rec.runs[i].correct ? ":ok" : ":miss");
@@ -154,7 +168,7 @@ void print_progress(const eval::EvalSpec& spec, const eval::TrialRecord& rec, si
                "prefill %.2f s, total %.2f s |%s | full said: %s\n",
                done, total, spec.lengths[rec.length_index], spec.depths[rec.depth_index], rec.trial,
                rec.prompt_tokens, rec.answer.c_str(), rec.build_s, rec.prefill_s, rec.total_s,
-               marks.c_str(), rec.runs.front().output.c_str());
+               marks.c_str(), said.c_str());
 }
 
 int run_eval_command(const EvalOptions& o) {
@@ -177,6 +191,9 @@ int run_eval_command(const EvalOptions& o) {
   spec.max_tokens = o.max_tokens ? o.max_tokens : (o.task == eval::Task::kPasskey ? 12 : 20);
   spec.kv_dtype = o.compression.dtype();
   spec.haystack_files = o.haystack;
+  if (spec.task == eval::Task::kNiah && spec.haystack_files.empty()) {
+    spec.haystack_files = eval::default_haystack_files();
+  }
   spec.runs = eval::make_runs(
       base, one_policy ? std::vector<std::string>{o.compression.policy} : o.policies,
       one_budget ? std::vector<std::string>{o.compression.budget} : o.budgets);

@@ -86,14 +86,20 @@ std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
 
 double EvalResult::accuracy(size_t run) const {
   size_t n = 0, ok = 0;
-  for (const auto& r : records) n += 1, ok += r.runs[run].correct;
+  for (const auto& r : records) {
+    ++n;
+    ok += r.runs[run].correct;
+  }
   return n ? double(ok) / n : std::numeric_limits<double>::quiet_NaN();
 }
 
 double EvalResult::accuracy(size_t run, size_t length_index) const {
   size_t n = 0, ok = 0;
   for (const auto& r : records) {
-    if (r.length_index == length_index) n += 1, ok += r.runs[run].correct;
+    if (r.length_index == length_index) {
+      ++n;
+      ok += r.runs[run].correct;
+    }
   }
   return n ? double(ok) / n : std::numeric_limits<double>::quiet_NaN();
 }
@@ -102,7 +108,8 @@ double EvalResult::accuracy(size_t run, size_t length_index, size_t depth_index)
   size_t n = 0, ok = 0;
   for (const auto& r : records) {
     if (r.length_index == length_index && r.depth_index == depth_index) {
-      n += 1, ok += r.runs[run].correct;
+      ++n;
+      ok += r.runs[run].correct;
     }
   }
   return n ? double(ok) / n : std::numeric_limits<double>::quiet_NaN();
@@ -153,7 +160,9 @@ EvalResult run_eval(const runtime::Engine& engine, const EvalSpec& spec, const P
     for (size_t di = 0; di < spec.depths.size(); ++di) {
       for (size_t t = 0; t < spec.trials; ++t) {
         TrialRecord rec;
-        rec.length_index = li, rec.depth_index = di, rec.trial = t;
+        rec.length_index = li;
+        rec.depth_index = di;
+        rec.trial = t;
         const auto t0 = Clock::now();
         // Seeded by the cell's values (not indices): a cell's prompts do not change when
         // other lengths or depths are added to the grid.

@@ -112,7 +112,7 @@ Sample make_niah(const std::vector<std::string>& sentences, size_t target_tokens
   const size_t first = rng.uniform(0, sentences.size() - 1);
   TaskText t;
   t.needle = "The special magic number of " + city + " is " + number + ".";
-  t.question = "What is the special magic number of " + city + " mentioned in the text above?";
+  t.question = "What is the special magic number of " + city + "? Answer with the number.";
   t.answer = number;
   return build_sample(t, sentences, first, target_tokens, depth, count);
 }

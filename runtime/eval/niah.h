@@ -1,5 +1,6 @@
 // Needle in a haystack: "The special magic number of <city> is <7 digits>." hidden at a chosen
-// depth in varied English prose, then "What is the special magic number of <city>?".
+// depth in varied English prose, then "What is the special magic number of <city>? Answer with
+// the number.".
 //
 // The prose is read at run time from text files; by default the license texts under
 // /usr/share/common-licenses, which Debian's base-files (an essential package) installs on

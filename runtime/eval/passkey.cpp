@@ -17,7 +17,7 @@ Sample make_passkey(size_t target_tokens, double depth, uint64_t seed, const Tok
       "There is an important piece of information hidden inside a lot of irrelevant text. "
       "Find it and memorize it. I will quiz you about the important information there.";
   t.needle = "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
-  t.question = "What is the pass key?";
+  t.question = "What is the pass key? Answer with the number.";
   t.answer = key;
   return build_sample(t, filler, 0, target_tokens, depth, count);
 }

@@ -1,5 +1,6 @@
 // Passkey retrieval: a random 5-digit key hidden at a chosen depth in the classic repeated
-// filler ("The grass is green. The sky is blue. ..."), then "What is the pass key?".
+// filler ("The grass is green. The sky is blue. ..."), then "What is the pass key? Answer with
+// the number.".
 #pragma once
 
 #include <cstdint>

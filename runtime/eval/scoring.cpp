@@ -30,8 +30,10 @@ std::vector<std::string> extract_numbers(const std::string& text) {
 }
 
 bool is_correct(const std::string& output, const std::string& answer) {
+  if (answer.empty()) return false;
   const auto numbers = extract_numbers(output);
-  return std::find(numbers.begin(), numbers.end(), answer) != numbers.end();
+  return std::any_of(numbers.begin(), numbers.end(),
+                     [&](const std::string& n) { return n.find(answer) != std::string::npos; });
 }
 
 }  // namespace adakv::eval

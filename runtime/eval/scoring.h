@@ -11,8 +11,9 @@ namespace adakv::eval {
 // separator and is dropped ("1,234,567" -> "1234567").
 std::vector<std::string> extract_numbers(const std::string& text);
 
-// True when one of the numbers in `output` is exactly `answer` (a longer number that merely
-// contains it does not count).
+// True when one of the numbers in `output` contains `answer`: the key appears in what the
+// model wrote, the string match of RULER and LongBench's passkey scoring. A number that runs
+// on past the key ("12345000" for 12345) counts; one with a digit missing or changed does not.
 bool is_correct(const std::string& output, const std::string& answer);
 
 }  // namespace adakv::eval

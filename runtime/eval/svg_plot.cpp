@@ -73,8 +73,10 @@ std::string color(double v) {
   return fmt("#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
 }
 
+// Wide enough for the cells and for the title (about 8.5 px per bold 14 px character).
 int panel_width(const Heatmap& h) {
-  return kLeft + int(h.x_labels.size()) * kCellW + kRight;
+  const int cells = kLeft + int(h.x_labels.size()) * kCellW + kRight;
+  return std::max(cells, int(h.title.size() * 17 / 2) + 20);
 }
 int panel_height(const Heatmap& h) {
   return kTop + int(h.y_labels.size()) * kCellH + kBottom;
@@ -88,12 +90,12 @@ void check(const Heatmap& h) {
   }
 }
 
-// The heatmap's elements with its top-left corner at (x0, y0).
-std::string draw_heatmap(const Heatmap& h, int x0, int y0) {
+// The heatmap's elements in a panel `width` wide with its top-left corner at (x0, y0).
+std::string draw_heatmap(const Heatmap& h, int x0, int y0, int width) {
   check(h);
   std::string s = fmt("<g transform=\"translate(%d,%d)\">\n", x0, y0);
   const int w = int(h.x_labels.size()) * kCellW, ht = int(h.y_labels.size()) * kCellH;
-  s += text(kLeft + w / 2.0, 24, h.title, "middle", 14, " font-weight=\"bold\"");
+  s += text(width / 2.0, 24, h.title, "middle", 14, " font-weight=\"bold\"");
   for (size_t r = 0; r < h.y_labels.size(); ++r) {
     const int y = kTop + int(r) * kCellH;
     s += text(kLeft - 8, y + kCellH / 2.0 + 4, h.y_labels[r], "end");
@@ -140,20 +142,28 @@ bool is_png(const std::string& path) {
 
 std::string heatmap_svg(const Heatmap& h) {
   check(h);
-  return svg_open(panel_width(h), panel_height(h)) + draw_heatmap(h, 0, 0) + "</svg>\n";
+  const int w = panel_width(h);
+  return svg_open(w, panel_height(h)) + draw_heatmap(h, 0, 0, w) + "</svg>\n";
 }
 
 std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, size_t columns,
                              const std::string& title) {
   if (maps.empty()) throw std::invalid_argument("heatmap grid: no heatmap");
   columns = std::clamp<size_t>(columns, 1, maps.size());
-  const int pw = panel_width(maps.front()), ph = panel_height(maps.front());
+  int pw = 0;
+  for (const auto& m : maps) {
+    if (panel_height(m) != panel_height(maps.front())) {
+      throw std::invalid_argument("heatmap grid: the heatmaps differ in shape");
+    }
+    pw = std::max(pw, panel_width(m));
+  }
+  const int ph = panel_height(maps.front());
   const size_t rows = (maps.size() + columns - 1) / columns;
   const int top = 36, w = int(columns) * pw, h = top + int(rows) * ph;
   std::string s = svg_open(w, h);
   s += text(w / 2.0, 24, title, "middle", 16, " font-weight=\"bold\"");
   for (size_t i = 0; i < maps.size(); ++i) {
-    s += draw_heatmap(maps[i], int(i % columns) * pw, top + int(i / columns) * ph);
+    s += draw_heatmap(maps[i], int(i % columns) * pw, top + int(i / columns) * ph, pw);
   }
   return s + "</svg>\n";
 }

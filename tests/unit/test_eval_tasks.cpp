@@ -94,7 +94,8 @@ TEST(Passkey, KeyIsFiveDigitsAndAppearsInTheNeedle) {
   EXPECT_EQ(extract_numbers(s.answer), std::vector<std::string>{s.answer});
   EXPECT_NE(s.user_text.find(passkey_needle(s.answer)), std::string::npos);
   EXPECT_NE(s.user_text.find("The grass is green."), std::string::npos);
-  EXPECT_EQ(s.user_text.substr(s.user_text.size() - 21), "What is the pass key?");
+  const std::string question = "What is the pass key? Answer with the number.";
+  EXPECT_EQ(s.user_text.substr(s.user_text.size() - question.size()), question);
 }
 
 TEST(Passkey, IsDeterministicInTheSeed) {
@@ -169,7 +170,7 @@ TEST_F(Niah, HitsLengthAndDepthWithAFactAboutACity) {
       const size_t at = s.user_text.find("The special magic number of ");
       ASSERT_NE(at, std::string::npos);
       const std::string city = s.user_text.substr(at + 28, s.user_text.find(" is ", at) - at - 28);
-      EXPECT_NE(s.user_text.find("What is the special magic number of " + city + " "),
+      EXPECT_NE(s.user_text.find("What is the special magic number of " + city + "?"),
                 std::string::npos);
       EXPECT_NE(s.user_text.find(city + " is " + s.answer + "."), std::string::npos);
       // Sentences are ~25 tokens here; the needle goes between two of them.
@@ -206,7 +207,9 @@ TEST(Scoring, ExtractsNumbersAndMatchesExactly) {
   EXPECT_TRUE(is_correct("12345", "12345"));
   EXPECT_TRUE(is_correct("It is 1,234,567!", "1234567"));
   EXPECT_TRUE(is_correct("Maybe 11111 or 12345", "12345"));
-  EXPECT_FALSE(is_correct("The pass key is 123456.", "12345"));
+  EXPECT_TRUE(is_correct("The pass key is 1234500000", "12345"));  // ran on past the key
+  EXPECT_FALSE(is_correct("The pass key is 12355.", "12345"));
+  EXPECT_FALSE(is_correct("The pass key is 1235.", "12345"));
   EXPECT_FALSE(is_correct("The pass key is 1234", "12345"));
   EXPECT_FALSE(is_correct("The pass key is 1 2 3 4 5", "12345"));
   EXPECT_FALSE(is_correct("", "12345"));
