@@ -18,6 +18,7 @@
 #include "runtime/eval/niah.h"
 #include "runtime/eval/svg_plot.h"
 #include "runtime/model_registry.h"
+#include "runtime/svg_output.h"
 
 namespace adakv::cli {
 namespace {
@@ -106,8 +107,8 @@ void write_outputs(const eval::EvalResult& r, const std::string& table, const st
   fs::create_directories(dir);
   const std::string task = eval::to_string(r.spec.task);
   const auto path = [&](const std::string& name) { return (fs::path(dir) / name).string(); };
-  eval::write_text_file(path(task + "_table.txt"), table);
-  eval::write_text_file(path(task + "_results.json"), eval::to_json(r).dump(1) + "\n");
+  svg::write_text_file(path(task + "_table.txt"), table);
+  svg::write_text_file(path(task + "_results.json"), eval::to_json(r).dump(1) + "\n");
 
   std::vector<std::string> svgs;
   std::vector<eval::Heatmap> maps;
@@ -116,7 +117,7 @@ void write_outputs(const eval::EvalResult& r, const std::string& table, const st
     auto alone = maps.back();
     alone.title = task + ", " + alone.title;
     svgs.push_back(path(task + "_heatmap_" + file_tag(r.spec.runs[i]) + ".svg"));
-    eval::write_text_file(svgs.back(), eval::heatmap_svg(alone));
+    svg::write_text_file(svgs.back(), eval::heatmap_svg(alone));
   }
   // The overview: one row per policy, its budgets left to right after the full-cache reference.
   // make_runs orders the runs policy by policy, every policy at the same budgets.
@@ -128,19 +129,19 @@ void write_outputs(const eval::EvalResult& r, const std::string& table, const st
   }
   if (grid.empty()) grid.push_back(maps.front());
   svgs.push_back(path(task + "_heatmaps.svg"));
-  eval::write_text_file(
+  svg::write_text_file(
       svgs.back(),
       eval::heatmap_grid_svg(grid, budgets + 1, task + ": accuracy by prompt length x depth"));
   if (r.spec.runs.size() > 1) {
     svgs.push_back(path(task + "_summary.svg"));
-    eval::write_text_file(svgs.back(), eval::bar_chart_svg(summary_chart(r)));
+    svg::write_text_file(svgs.back(), eval::bar_chart_svg(summary_chart(r)));
   }
 
-  const std::string conv = eval::find_png_converter();
+  const std::string conv = svg::find_png_converter();
   size_t pngs = 0;
   if (!conv.empty()) {
     for (const auto& svg : svgs) {
-      pngs += eval::svg_to_png(conv, svg, fs::path(svg).replace_extension(".png").string());
+      pngs += svg::svg_to_png(conv, svg, fs::path(svg).replace_extension(".png").string());
     }
   }
   std::fprintf(stderr, "[eval] wrote %s_table.txt, %s_results.json and %zu SVG pictures to %s\n",

@@ -19,6 +19,7 @@
 #include "runtime/model_registry.h"
 #include "runtime/profile/prompt_profile.h"
 #include "runtime/profile/svg_heatmap.h"
+#include "runtime/svg_output.h"
 
 namespace adakv::cli {
 namespace {
@@ -40,36 +41,6 @@ void write_file(const fs::path& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
   out << content;
   if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-bool have_tool(const char* name) {
-  return std::system(("command -v " + std::string(name) + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// Renders the SVG as a PNG with the first converter that works; false when none does.
-bool render_png(const fs::path& svg, const fs::path& png) {
-  const std::string in = shell_quote(svg.string()), out = shell_quote(png.string());
-  const std::pair<const char*, std::string> tools[] = {
-      {"rsvg-convert", "rsvg-convert -b white -o " + out + " " + in},
-      {"magick", "magick " + in + " " + out},
-      {"convert", "convert " + in + " " + out},
-  };
-  for (const auto& [tool, cmd] : tools) {
-    if (!have_tool(tool)) continue;
-    std::error_code ec;
-    fs::remove(png, ec);
-    if (std::system((cmd + " >/dev/null 2>&1").c_str()) == 0 && fs::exists(png, ec) &&
-        fs::file_size(png, ec) > 0) {
-      return true;
-    }
-  }
-  return false;
 }
 
 std::string budget_text(const compression::CompressionConfig& c, size_t n) {
@@ -173,7 +144,9 @@ int run_profile(const ProfileOptions& o) {
   const fs::path png_path = fs::path(o.out) / "head_budgets.png";
   const std::string model_name = fs::path(model_path).filename().string();
   write_file(svg_path, profile::heatmap_svg(figure(p, model_name)));
-  const bool png = render_png(svg_path, png_path);
+  const std::string converter = svg::find_png_converter();
+  const bool png =
+      !converter.empty() && svg::svg_to_png(converter, svg_path.string(), png_path.string());
 
   auto j = profile::to_json(p);
   j["model"] = model_name;

@@ -10,34 +10,13 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "runtime/svg_output.h"
+
 namespace adakv::eval {
 namespace {
 
 // Heatmap geometry, in SVG pixels.
 constexpr int kCellW = 64, kCellH = 30, kLeft = 96, kTop = 44, kBottom = 50, kRight = 16;
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string fmt(const char* format, auto... args) {
   char buf[512];
@@ -49,7 +28,7 @@ std::string text(double x, double y, const std::string& s, const char* anchor = 
                  int size = 12, const char* extra = "") {
   return fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\"%s>", x, y, anchor,
              size, extra) +
-         escape(s) + "</text>\n";
+         svg::escape(s) + "</text>\n";
 }
 
 std::string svg_open(int w, int h) {
@@ -115,27 +94,8 @@ std::string draw_heatmap(const Heatmap& h, int x0, int y0, int width) {
   s += fmt("<text transform=\"translate(%d,%.1f) rotate(-90)\" text-anchor=\"middle\" "
            "font-size=\"12\">",
            16, kTop + ht / 2.0) +
-       escape(h.y_title) + "</text>\n";
+       svg::escape(h.y_title) + "</text>\n";
   return s + "</g>\n";
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string converter_command(const std::string& conv, const std::string& svg,
-                              const std::string& png) {
-  if (conv == "rsvg-convert") return "rsvg-convert -o " + shell_quote(png) + " " + shell_quote(svg);
-  return conv + " " + shell_quote(svg) + " " + shell_quote(png);
-}
-
-bool is_png(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[8] = {};
-  in.read(magic, 8);
-  return in.gcount() == 8 && std::string(magic + 1, 3) == "PNG";
 }
 
 }  // namespace
@@ -194,7 +154,7 @@ std::string bar_chart_svg(const BarChart& c) {
   s += fmt("<text transform=\"translate(16,%.1f) rotate(-90)\" text-anchor=\"middle\" "
            "font-size=\"12\">",
            top + plot_h / 2.0) +
-       escape(c.y_title) + "</text>\n";
+       svg::escape(c.y_title) + "</text>\n";
   for (size_t g = 0; g < c.groups.size(); ++g) {
     const int gx = left + int(g) * group_w + gap / 2;
     for (size_t k = 0; k < c.series.size(); ++k) {
@@ -232,40 +192,6 @@ std::string bar_chart_svg(const BarChart& c) {
     s += text(lx + 18, y + 4, c.reference_label, "start");
   }
   return s + "</svg>\n";
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out.flush()) throw std::runtime_error("cannot write " + path);
-}
-
-std::string find_png_converter() {
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("adakv-svg-probe-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string svg = (dir / "probe.svg").string(), png = (dir / "probe.png").string();
-  write_text_file(svg, svg_open(8, 8) + "</svg>\n");
-  std::string found;
-  for (const char* conv : {"rsvg-convert", "magick", "convert"}) {
-    const std::string probe = std::string("command -v ") + conv + " >/dev/null 2>&1";
-    if (std::system(probe.c_str()) != 0) continue;
-    if (svg_to_png(conv, svg, png)) {
-      found = conv;
-      break;
-    }
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  return found;
-}
-
-bool svg_to_png(const std::string& converter, const std::string& svg, const std::string& png) {
-  std::error_code ec;
-  std::filesystem::remove(png, ec);
-  const std::string cmd = converter_command(converter, svg, png) + " >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0 && is_png(png);
 }
 
 }  // namespace adakv::eval

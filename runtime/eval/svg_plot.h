@@ -34,13 +34,4 @@ struct BarChart {
 // Grouped bars with a legend; the y axis runs from 0 to 100%.
 std::string bar_chart_svg(const BarChart& c);
 
-// Writes `text` to `path`; throws std::runtime_error naming the path on failure.
-void write_text_file(const std::string& path, const std::string& text);
-
-// The first SVG-to-PNG converter that works here ("rsvg-convert", "magick" or "convert"), or ""
-// when none does; it is tried on a tiny SVG, so a stand-in that cannot render SVG is refused.
-std::string find_png_converter();
-// Converts with the converter found above; false when it fails or writes no file.
-bool svg_to_png(const std::string& converter, const std::string& svg, const std::string& png);
-
 }  // namespace adakv::eval

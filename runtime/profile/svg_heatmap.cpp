@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "runtime/svg_output.h"
+
 namespace adakv::profile {
 namespace {
 
@@ -32,29 +34,6 @@ constexpr Rgb kViridis[] = {{68, 1, 84},    {71, 44, 122},  {59, 82, 139},
                             {44, 114, 142}, {33, 145, 140}, {40, 174, 128},
                             {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string hex(Rgb c) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c.r, c.g, c.b);
@@ -77,7 +56,7 @@ void text(std::string& out, double x, double y, const std::string& s, int size,
           const char* anchor = "start", const char* fill = "#222", const char* weight = "normal") {
   out += "<text x=\"" + fixed(x, 1) + "\" y=\"" + fixed(y, 1) + "\" font-size=\"" +
          std::to_string(size) + "\" text-anchor=\"" + anchor + "\" fill=\"" + fill +
-         "\" font-weight=\"" + weight + "\">" + escape(s) + "</text>\n";
+         "\" font-weight=\"" + weight + "\">" + svg::escape(s) + "</text>\n";
 }
 
 void check_shapes(const HeatmapFigure& f) {

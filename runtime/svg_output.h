@@ -1,0 +1,23 @@
+// What every picture writer needs: XML escaping, writing the file, and turning it into a PNG
+// with whatever converter this machine has (rsvg-convert from librsvg2-bin, or ImageMagick).
+#pragma once
+
+#include <string>
+
+namespace adakv::svg {
+
+// Text safe inside SVG elements and attribute values.
+std::string escape(const std::string& s);
+
+// Writes `text` to `path`; throws std::runtime_error naming the path on failure.
+void write_text_file(const std::string& path, const std::string& text);
+
+// The first SVG-to-PNG converter that works here ("rsvg-convert", "magick" or "convert"), or ""
+// when none does; it is tried on a tiny SVG, so a stand-in that cannot render SVG is refused.
+std::string find_png_converter();
+
+// Converts with a converter found above (white background); false when it fails or writes
+// no PNG.
+bool svg_to_png(const std::string& converter, const std::string& svg, const std::string& png);
+
+}  // namespace adakv::svg
