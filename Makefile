@@ -27,7 +27,7 @@ demo: build
 	  --policy adakv --budget 0.2 --compare full,snapkv
 	$(BUILD)/adakv profile --chat --prompt-file $(BUILD)/demo_prompt.txt --policy adakv \
 	  --budget 0.2 --out $(BUILD)/demo-profile > $(BUILD)/demo-profile.txt
-	@tail -n 3 $(BUILD)/demo-profile.txt
+	@grep -E "^kept|^roles" $(BUILD)/demo-profile.txt
 	@echo "== head budgets: $(BUILD)/demo-profile/head_budgets.svg (and .png)"
 
 test: build test-asan
