@@ -7,19 +7,14 @@
 
 #include "kernels/cpu/vec_exp.h"
 #include "kernels/ops.h"
+#include "tests/unit/random_data.h"
 #include "tests/unit/tolerances.h"
 
 namespace k = adakv::kernels;
 
 namespace {
 
-std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using adakv::test::random_vector;
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rel) {
   ASSERT_EQ(got.size(), want.size());

@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/unit/random_data.h"
 #include "tests/unit/tolerances.h"
 
 namespace k = adakv::kernels;
 
 namespace {
+
+using adakv::test::random_vector;
 
 // E4M3 (e4m3fn) from its definition: bias 7, 3 mantissa bits, exponent field 0 is subnormal
 // (m/8 * 2^-6), S.1111.111 is NaN, everything else (1 + m/8) * 2^(e-7).
@@ -52,14 +55,6 @@ double bf16_spec(uint16_t h) {
 
 uint16_t bits_hi(float x) {
   return static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16);
-}
-
-std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
 }
 
 }  // namespace

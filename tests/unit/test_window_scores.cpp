@@ -7,19 +7,14 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/unit/random_data.h"
 #include "tests/unit/tolerances.h"
 
 namespace k = adakv::kernels;
 
 namespace {
 
-std::vector<float> random_vector(size_t n, uint32_t seed, float sd) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using adakv::test::random_vector;
 
 struct Shape {
   size_t n, W, Hq, Hkv, Dh;
