@@ -12,6 +12,7 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
+#include "launcher/job.h"
 #include "launcher/compression_flags.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
@@ -170,7 +171,8 @@ std::map<size_t, Speeds> measure_llamacpp(const std::string& model_path,
 int run_bench(const BenchOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string path = runtime::resolve_model(o.model);
-  runtime::Engine engine(path);
+  runtime::Engine engine(path, tp_group());
+  if (!engine.is_root()) return engine.follow();
   const auto& cfg = engine.model().config();
   const size_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
   if (longest + o.decode_tokens > cfg.context_length) {

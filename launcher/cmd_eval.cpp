@@ -12,6 +12,7 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
+#include "launcher/job.h"
 #include "launcher/compression_flags.h"
 #include "runtime/engine.h"
 #include "runtime/eval/eval_runner.h"
@@ -199,7 +200,8 @@ int run_eval_command(const EvalOptions& o) {
       base, one_policy ? std::vector<std::string>{o.compression.policy} : o.policies,
       one_budget ? std::vector<std::string>{o.compression.budget} : o.budgets);
 
-  runtime::Engine engine(runtime::resolve_model(o.model));
+  runtime::Engine engine(runtime::resolve_model(o.model), tp_group());
+  if (!engine.is_root()) return engine.follow();
   std::fprintf(stderr,
                "[eval] %s: %zu prompts (%zu lengths x %zu depths x %zu trials), %zu runs per "
                "prompt, %zu threads\n",
@@ -232,7 +234,8 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
       ->capture_default_str();
   sub->add_option("--policies", o->policies,
                   "Policies (full is always run as the reference): "
-                  "full,streaming,snapkv,pyramidkv,adakv,ada-pyramid")
+                  "full,streaming,snapkv,pyramidkv,adakv,ada-pyramid; adakv:global or adakv:layer sets "
+                  "that policy's scope")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--trials", o->trials, "Prompts per (length, depth) cell")

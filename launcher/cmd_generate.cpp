@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
+#include "launcher/job.h"
 #include "launcher/compression_flags.h"
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
@@ -124,7 +125,8 @@ int run_compare(const runtime::Engine& engine, runtime::GenerateRequest req,
 int run_generate(const GenerateOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
-  runtime::Engine engine(runtime::resolve_model(o.model));
+  runtime::Engine engine(runtime::resolve_model(o.model), tp_group());
+  if (!engine.is_root()) return engine.follow();
 
   runtime::GenerateRequest req;
   req.prompt = engine.encode_prompt(prompt, o.chat);

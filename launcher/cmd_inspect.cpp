@@ -8,6 +8,7 @@
 #include <string>
 
 #include "launcher/commands.h"
+#include "launcher/job.h"
 #include "model/gguf/dequant.h"
 #include "model/gguf/gguf.h"
 
@@ -112,6 +113,7 @@ std::string human_bytes(uint64_t n) {
 
 int run_inspect(const std::string& path) {
   const gguf::GgufFile f = gguf::GgufFile::open(path);
+  if (!is_job_root()) return 0;  // under mpirun, rank 0 alone prints
   std::string out;
   out += fmt::format("file:      {}\n", path);
   out += fmt::format("version:   {}\n", f.version());

@@ -13,6 +13,7 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
+#include "launcher/job.h"
 #include "launcher/compression_flags.h"
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
@@ -130,7 +131,12 @@ int run_profile(const ProfileOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Engine engine(model_path);
+  runtime::Engine engine(model_path, tp_group());
+  if (!engine.is_root()) return engine.follow();
+  if (engine.tp_size() > 1) {
+    throw std::invalid_argument("adakv profile runs on one rank (it reads every head's scores); "
+                                "start it without mpirun");
+  }
 
   profile::ProfileRequest req;
   req.prompt = engine.encode_prompt(text, o.chat);

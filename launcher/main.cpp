@@ -3,8 +3,12 @@
 #include <exception>
 
 #include "launcher/commands.h"
+#include "launcher/job.h"
 
 int main(int argc, char** argv) {
+  // Under mpirun every rank runs this same main; rank 0 alone prints (see launcher/job.h).
+  adakv::cli::Job job(&argc, &argv);
+  const bool root = adakv::cli::is_job_root();
   CLI::App app{"adakv: tensor-parallel LLM inference with Ada-KV cache compression"};
   app.require_subcommand(1);
 
@@ -14,13 +18,22 @@ int main(int argc, char** argv) {
   adakv::cli::add_bench(app, selected);
   adakv::cli::add_profile(app, selected);
   adakv::cli::add_eval(app, selected);
+  adakv::cli::add_launch(app, selected);
   adakv::cli::add_not_built_yet(app, selected);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return root ? app.exit(e) : e.get_exit_code();
+  }
   try {
     return selected ? selected() : 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adakv: error: %s\n", e.what());
+    if (root) {
+      std::fprintf(stderr, "adakv: error: %s\n", e.what());
+    } else {
+      std::fprintf(stderr, "adakv rank %d: error: %s\n", adakv::cli::job_world().rank, e.what());
+    }
     return 1;
   }
 }

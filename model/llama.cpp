@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -10,19 +11,42 @@ namespace adakv::model {
 
 namespace k = adakv::kernels;
 
+LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
+                       comm::Communicator* tp)
+    : config_(std::move(config)),
+      local_(shard.local(config_)),
+      shard_(shard),
+      weights_(std::move(weights)),
+      tp_(tp && tp->size() > 1 ? tp : nullptr) {
+  if (shard_.tp_size > 1 && (!tp_ || size_t(tp_->size()) != shard_.tp_size ||
+                             size_t(tp_->rank()) != shard_.tp_rank)) {
+    throw std::invalid_argument("LlamaModel: the shard's tensor-parallel rank and size must be "
+                                "those of the communicator");
+  }
+}
+
 LlamaModel::LlamaModel(ModelConfig config, Weights weights)
-    : config_(std::move(config)), weights_(std::move(weights)) {}
+    : LlamaModel(config, std::move(weights), ShardLayout::single(config), nullptr) {}
 
 LlamaModel LlamaModel::load(const std::string& path) {
   const auto file = gguf::GgufFile::open(path);
   auto config = ModelConfig::from_gguf(file);
-  auto weights = Weights::load(file, config);
+  auto weights = Weights::load(file, config, ShardLayout::single(config));
   return LlamaModel(std::move(config), std::move(weights));
+}
+
+bool LlamaModel::computes_logits() const {
+  return shard_.tp_rank == 0 || shard_.lm_head == LmHeadMode::kVocabParallel;
+}
+
+void LlamaModel::add_row_parallel(float* x, float* partial, size_t count) const {
+  tp_->all_reduce(partial, count);
+  for (size_t i = 0; i < count; ++i) x[i] += partial[i];
 }
 
 void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
                          std::vector<float>& logits, size_t n_logits) const {
-  const auto& c = config_;
+  const auto& c = local_;
   if (n == 0 || n_logits == 0 || n_logits > n) {
     throw std::invalid_argument("forward: need 1 <= n_logits <= n tokens");
   }
@@ -30,8 +54,12 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
   const size_t qkv_width = QW + 2 * KW;
   // Activations, token-major: x, h [n][D]; qkv [n][QW | KW | KW]; attn [n][QW];
   // gate_up [n][2F]; act [n][F].
+  // With tensor parallelism, partial [n][D] takes the rank's share of a RowParallel output.
   std::vector<float> x(n * D), h(n * D), qkv(n * qkv_width), attn(n * QW), gate_up(n * 2 * F),
-      act(n * F);
+      act(n * F), partial(tp_ ? n * D : 0);
+  // One rank: the RowParallel matmuls accumulate straight into x.
+  float* row_out = tp_ ? partial.data() : x.data();
+  const bool accumulate = tp_ == nullptr;
   std::vector<int32_t> positions(n);
   for (size_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(cache.next_position() + t);
 
@@ -51,23 +79,41 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
                               qkv_width, c.rope_theta),
              "rope");
     cache.append_and_attend(l, q, qkv_width, kk, v, qkv_width, n, attn.data());
-    k::check(k::matmul(x.data(), attn.data(), w.wo.data(), n, D, QW, /*accumulate=*/true),
-             "matmul");
+    k::check(k::matmul(row_out, attn.data(), w.wo.data(), n, D, QW, accumulate), "matmul");
+    if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
 
     k::check(k::rmsnorm(h.data(), x.data(), w.ffn_norm.data(), n, D, c.rms_eps), "rmsnorm");
     k::check(k::matmul(gate_up.data(), h.data(), w.w_gate_up.data(), n, 2 * F, D), "matmul");
     k::check(k::swiglu(act.data(), gate_up.data(), n, F), "swiglu");
-    k::check(k::matmul(x.data(), act.data(), w.w_down.data(), n, D, F, /*accumulate=*/true),
-             "matmul");
+    k::check(k::matmul(row_out, act.data(), w.w_down.data(), n, D, F, accumulate), "matmul");
+    if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
   }
   cache.commit(n);
+  if (!computes_logits()) {
+    logits.clear();
+    return;
+  }
 
   const float* last = x.data() + (n - n_logits) * D;
   k::check(k::rmsnorm(h.data(), last, weights_.output_norm.data(), n_logits, D, c.rms_eps),
            "rmsnorm");
-  logits.resize(n_logits * c.vocab_size);
-  k::check(k::matmul(logits.data(), h.data(), weights_.lm_head().data(), n_logits, c.vocab_size, D),
-           "matmul");
+  const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
+  const float* lm_head = weights_.lm_head(shard_, D);
+  logits.resize(n_logits * V);
+  if (shard_.lm_head == LmHeadMode::kReplicated) {
+    k::check(k::matmul(logits.data(), h.data(), lm_head, n_logits, V, D), "matmul");
+    return;
+  }
+  // Vocab-parallel: each rank's [n_logits][V / tp] block, gathered rank-major, then
+  // interleaved back to [n_logits][V].
+  std::vector<float> local(n_logits * rows), gathered(shard_.tp_size * n_logits * rows);
+  k::check(k::matmul(local.data(), h.data(), lm_head, n_logits, rows, D), "matmul");
+  tp_->all_gather(local.data(), local.size(), gathered.data());
+  for (size_t r = 0; r < shard_.tp_size; ++r) {
+    for (size_t t = 0; t < n_logits; ++t) {
+      std::copy_n(&gathered[(r * n_logits + t) * rows], rows, &logits[t * V + r * rows]);
+    }
+  }
 }
 
 }  // namespace adakv::model

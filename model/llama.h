@@ -3,12 +3,16 @@
 //   per layer: x += o_proj(attention(rope(q), rope(k), v)) on rmsnorm(x)
 //              x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x)
 //   logits = lm_head(rmsnorm(x))
+// Under tensor parallelism (model/shard.h) each rank runs its heads and ffn columns; the
+// partial outputs of o_proj and down_proj are summed with tp.all_reduce, the only collective
+// of the layer stack.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -17,22 +21,38 @@ namespace adakv::model {
 
 class LlamaModel {
  public:
+  // `tp` (not owned, outliving the model) is the tensor-parallel group of `shard`; null for
+  // one rank.
+  LlamaModel(ModelConfig config, Weights weights, ShardLayout shard, comm::Communicator* tp);
   LlamaModel(ModelConfig config, Weights weights);
   // Reads config and weights from a GGUF file (throws naming what is wrong).
   static LlamaModel load(const std::string& path);
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }  // the whole model's
+  const ModelConfig& local_config() const { return local_; }  // this rank's heads and ffn
+  const ShardLayout& shard() const { return shard_; }
   const Weights& weights() const { return weights_; }
+  comm::Communicator* tp() const { return tp_; }
+  // True when this rank's forward writes logits (rank 0, or every rank with a vocab-parallel
+  // LM head).
+  bool computes_logits() const;
 
-  // Runs tokens[0..n) at positions cache.next_position()..+n, appends their K/V to the cache
-  // and commits them. Writes logits [n_logits][vocab] of the last n_logits tokens
-  // (1 <= n_logits <= n) into `logits`, resized as needed.
+  // Runs tokens[0..n) at positions cache.next_position()..+n, appends their K/V (this rank's
+  // KV heads) to the cache and commits them. Writes logits [n_logits][vocab] of the last
+  // n_logits tokens (1 <= n_logits <= n) into `logits`, resized as needed; a rank that does not
+  // computes_logits() leaves `logits` empty. Every rank of the group must call it together.
   void forward(const int32_t* tokens, size_t n, KvCache& cache, std::vector<float>& logits,
                size_t n_logits = 1) const;
 
  private:
+  // x[0..n*D) += the sum over ranks of partial[0..n*D) (RowParallel output).
+  void add_row_parallel(float* x, float* partial, size_t count) const;
+
   ModelConfig config_;
+  ModelConfig local_;
+  ShardLayout shard_;
   Weights weights_;
+  comm::Communicator* tp_ = nullptr;
 };
 
 }  // namespace adakv::model

@@ -1,10 +1,13 @@
 // Model weights, dequantized to float32 at load. Matrices keep PyTorch's [out][in] layout
 // (GGUF ne = [in, out]), so y = x W^T is kernels::matmul(y, x, W, T, out, in).
+// A tensor-parallel rank holds only its shard (model/shard.h): the shapes below then use the
+// local head counts and ffn width; token_embd and the norms are whole on every rank.
 #pragma once
 
 #include <vector>
 
 #include "model/config.h"
+#include "model/shard.h"
 
 namespace adakv::gguf {
 class GgufFile;
@@ -26,15 +29,20 @@ struct LayerWeights {
 struct Weights {
   std::vector<float> token_embd;   // [vocab][d_model]
   std::vector<float> output_norm;  // [d_model]
-  std::vector<float> output;       // [vocab][d_model]; empty when tied to token_embd
+  std::vector<float> output;       // [local vocab rows][d_model]; empty when tied to token_embd
   std::vector<LayerWeights> layers;
 
-  const std::vector<float>& lm_head() const { return output.empty() ? token_embd : output; }
   size_t bytes() const;
 
-  // Checks every tensor's presence, shape and type, then dequantizes. Throws
-  // std::runtime_error naming the tensor on any mismatch.
-  static Weights load(const gguf::GgufFile& file, const ModelConfig& config);
+  // The LM head rows of the shard: [shard.vocab_rows][d_model].
+  const float* lm_head(const ShardLayout& shard, size_t d_model) const {
+    return output.empty() ? token_embd.data() + shard.vocab_begin * d_model : output.data();
+  }
+
+  // Checks every tensor's presence, shape and type, then dequantizes the shard's slice only.
+  // Throws std::runtime_error naming the tensor on any mismatch.
+  static Weights load(const gguf::GgufFile& file, const ModelConfig& config,
+                      const ShardLayout& shard);
 };
 
 }  // namespace adakv::model

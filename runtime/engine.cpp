@@ -1,9 +1,13 @@
 #include "runtime/engine.h"
 
 #include <chrono>
+#include <iterator>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "model/gguf/gguf.h"
+#include "runtime/engine_command.h"
 #include "runtime/kv/block_pool.h"
 
 namespace adakv::runtime {
@@ -13,18 +17,73 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-model::LlamaModel load_model(const gguf::GgufFile& file) {
+model::LlamaModel load_model(const gguf::GgufFile& file, comm::Communicator* tp) {
   auto config = model::ModelConfig::from_gguf(file);
-  auto weights = model::Weights::load(file, config);
-  return model::LlamaModel(std::move(config), std::move(weights));
+  const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
+  const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
+  auto weights = model::Weights::load(file, config, shard);
+  return model::LlamaModel(std::move(config), std::move(weights), shard, tp);
 }
 
 }  // namespace
 
-Engine::Engine(const std::string& path) : Engine(gguf::GgufFile::open(path)) {}
+Engine::Engine(const std::string& path, comm::Communicator* tp)
+    : Engine(gguf::GgufFile::open(path), tp) {}
 
-Engine::Engine(const gguf::GgufFile& file)
-    : model_(load_model(file)), tokenizer_(tokenizer::vocab_from_gguf(file)) {}
+Engine::Engine(const gguf::GgufFile& file, comm::Communicator* tp)
+    : tp_(tp),
+      single_(tp ? nullptr : comm::make_single_communicator()),
+      control_(tp ? *tp : *single_),
+      model_(load_model(file, tp)),
+      tokenizer_(tokenizer::vocab_from_gguf(file)) {}
+
+Engine::~Engine() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adakv: could not stop the other ranks: %s\n", e.what());
+  }
+}
+
+void Engine::shutdown() {
+  if (!is_root() || shut_down_ || tp_size() == 1) return;
+  shut_down_ = true;
+  control_.broadcast(encode_command(EngineCommand{}));
+}
+
+void Engine::fail_job(const std::exception& e) const {
+  // The other ranks wait inside a collective of this command: no message can reach them any
+  // more. Exiting without MPI_Finalize makes mpirun end the whole job.
+  std::fprintf(stderr, "adakv rank %d: error: %s (stopping every rank of the job)\n",
+               control_.comm().rank(), e.what());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+int Engine::follow() {
+  if (is_root()) throw std::logic_error("follow() is for the ranks other than 0");
+  for (;;) {
+    const auto command = decode_command(control_.broadcast({}));
+    try {
+      switch (command.op) {
+        case EngineOp::kShutdown:
+          return 0;
+        case EngineOp::kGenerate:
+          run_generate(command.request, {}, {});
+          break;
+        case EngineOp::kGeneratePolicies:
+          run_generate_policies(command.request, command.policies);
+          break;
+      }
+    } catch (const std::exception& e) {
+      fail_job(e);
+    }
+  }
+}
+
+void Engine::send(const EngineCommand& command) const {
+  if (tp_size() > 1) control_.broadcast(encode_command(command));
+}
 
 std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {
   if (!chat) return tokenizer_.encode(text, /*parse_special=*/false);
@@ -41,6 +100,13 @@ size_t Engine::check_request(const GenerateRequest& req) const {
         "the prompt has " + std::to_string(n_prompt) + " tokens; the model's context holds " +
         std::to_string(cfg.context_length) + " (prompt plus at least one generated token)");
   }
+  for (int32_t id : req.prompt) {
+    if (id < 0 || size_t(id) >= cfg.vocab_size) {
+      throw std::invalid_argument("prompt token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " +
+                                  std::to_string(cfg.vocab_size));
+    }
+  }
   req.sampling.validate();
   // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt
   // check of validate(n) is for windows a user asked for (the CLI applies it).
@@ -48,15 +114,37 @@ size_t Engine::check_request(const GenerateRequest& req) const {
   return std::min(req.max_tokens, cfg.context_length - n_prompt);
 }
 
+HeadGroup Engine::head_group() const {
+  HeadGroup g;
+  const auto& shard = model_.shard();
+  g.model_kv_heads = model_.config().n_kv_heads;
+  g.first_kv_head = shard.kv_head_begin;
+  g.contributes = shard.owns_kv_heads();
+  if (tp_size() > 1) {
+    g.exchange = [this](std::vector<float>& matrix) {
+      const auto t0 = std::chrono::steady_clock::now();
+      control_.comm().all_reduce(matrix.data(), matrix.size());
+      exchange_s_ += seconds_since(t0);
+    };
+  }
+  return g;
+}
+
 void Engine::decode(const GenerateRequest& req, size_t max_new, PagedKvCache& cache,
                     std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
-                    GenerateResult& result) const {
+                    const LogitsObserver& on_logits, GenerateResult& result) const {
   Sampler sampler(req.sampling);
   tokenizer::StreamDecoder stream(tokenizer_);
+  const size_t vocab = model_.config().vocab_size;
   const auto t0 = std::chrono::steady_clock::now();
   result.finish_reason = "length";
   for (size_t step = 0; step < max_new; ++step) {
-    const int32_t next = sampler.sample(logits.data(), model_.config().vocab_size);
+    int32_t next = 0;
+    if (is_root()) {
+      if (on_logits) on_logits(logits.data(), vocab);
+      next = sampler.sample(logits.data(), vocab);
+    }
+    next = control_.broadcast_token(next);
     result.tokens.push_back(next);
     if (req.stop_at_eos && next == tokenizer_.eos_id()) {
       result.finish_reason = "stop";
@@ -72,21 +160,110 @@ void Engine::decode(const GenerateRequest& req, size_t max_new, PagedKvCache& ca
   result.text += tail;
   if (on_text && !tail.empty()) on_text(tail);
   result.decode_s = seconds_since(t0);
+  result.compression = cache.report();
+  gather_report(cache, result);
+}
+
+void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) const {
   result.kv_full_bytes = cache.full_bytes();
   result.kv_kept_bytes = cache.held_bytes();
-  result.compression = cache.report();
+  result.rank_kv_kept_bytes = {result.kv_kept_bytes};
+  result.budget_exchange_s = exchange_s_;
+  result.all_reduce_s = control_.comm().stats().all_reduce_s - exchange_s_;
+  const size_t P = tp_size();
+  if (P == 1) return;
+  auto& comm = control_.comm();
+  const auto& cfg = model_.config();
+  const size_t L = cfg.n_layers, Hm = cfg.n_kv_heads, Hl = model_.local_config().n_kv_heads;
+  // Counts travel as floats, exact below 2^24; byte counts as two floats (MiB, remainder).
+  std::vector<float> mine, all;
+  auto gather = [&] {
+    all.resize(P * mine.size());
+    comm.all_gather(mine.data(), mine.size(), all.data());
+  };
+  // Byte counts summed over the ranks (replicated KV heads count on every rank holding them).
+  size_t* sums[] = {&result.kv_full_bytes,
+                    &result.kv_kept_bytes,
+                    &result.kv_after_prefill_bytes,
+                    &result.kv_full_after_prefill_bytes,
+                    &result.pool_free_after_prefill_bytes,
+                    &result.pool_bytes};
+  const size_t S = std::size(sums);
+  mine.clear();
+  for (size_t* b : sums) {
+    mine.push_back(float(*b >> 20));
+    mine.push_back(float(*b & ((size_t{1} << 20) - 1)));
+  }
+  gather();
+  for (size_t* b : sums) *b = 0;
+  result.rank_kv_kept_bytes.assign(P, 0);
+  for (size_t r = 0; r < P; ++r) {
+    for (size_t i = 0; i < S; ++i) {
+      const size_t b = (size_t(all[(r * S + i) * 2]) << 20) + size_t(all[(r * S + i) * 2 + 1]);
+      *sums[i] += b;
+      if (sums[i] == &result.kv_kept_bytes) result.rank_kv_kept_bytes[r] = b;
+    }
+  }
+
+  // Kept tokens of every model head, from the first rank holding it.
+  const auto& local_kept = result.compression.kept;
+  mine.assign(L * Hl, 0);
+  for (size_t l = 0; l < local_kept.size(); ++l) {
+    for (size_t g = 0; g < Hl; ++g) mine[l * Hl + g] = float(local_kept[l][g]);
+  }
+  gather();
+  std::vector<std::vector<size_t>> kept(L, std::vector<size_t>(Hm));
+  for (size_t r = 0; r < P; ++r) {
+    const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
+    if (!shard.owns_kv_heads()) continue;
+    for (size_t l = 0; l < L; ++l) {
+      for (size_t g = 0; g < Hl; ++g) kept[l][shard.kv_head_begin + g] = size_t(all[(r * L + l) * Hl + g]);
+    }
+  }
+  result.compression.kept = local_kept.empty() ? local_kept : kept;
+
+  // The budget vector of every rank, compared with rank 0's.
+  const auto& budgets = result.compression.budgets;
+  mine.assign(L * Hm, -1);
+  for (size_t l = 0; l < budgets.size(); ++l) {
+    for (size_t h = 0; h < Hm; ++h) mine[l * Hm + h] = float(budgets[l][h]);
+  }
+  gather();
+  result.budgets_agree_across_ranks = true;
+  for (size_t r = 1; r < P; ++r) {
+    for (size_t i = 0; i < L * Hm; ++i) {
+      if (all[r * L * Hm + i] != all[i]) result.budgets_agree_across_ranks = false;
+    }
+  }
 }
 
 GenerateResult Engine::generate(const GenerateRequest& req,
-                                const std::function<void(std::string_view)>& on_text) const {
-  const auto& cfg = model_.config();
+                                const std::function<void(std::string_view)>& on_text,
+                                const LogitsObserver& on_logits) const {
+  if (!is_root()) throw std::logic_error("generate() runs on rank 0; other ranks follow()");
+  check_request(req);
+  send(EngineCommand{EngineOp::kGenerate, req, {}});
+  try {
+    return run_generate(req, on_text, on_logits);
+  } catch (const std::exception& e) {
+    if (tp_size() > 1) fail_job(e);
+    throw;
+  }
+}
+
+GenerateResult Engine::run_generate(const GenerateRequest& req,
+                                    const std::function<void(std::string_view)>& on_text,
+                                    const LogitsObserver& on_logits) const {
+  const auto& cfg = model_.local_config();
   const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+  exchange_s_ = 0;
+  control_.comm().reset_stats();
   // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
   // and what the full policy holds at the end.
   const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
   const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
   BlockPool pool(layout, blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
-  PagedKvCache cache(pool, cfg, req.compression);
+  PagedKvCache cache(pool, cfg, req.compression, head_group());
 
   GenerateResult result;
   result.prompt_tokens = n_prompt;
@@ -98,22 +275,37 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   result.kv_full_after_prefill_bytes = cache.full_bytes();
   result.pool_free_after_prefill_bytes = pool.free_bytes();
   result.pool_bytes = pool.capacity() * pool.block_bytes();
-  decode(req, max_new, cache, std::move(logits), on_text, result);
+  decode(req, max_new, cache, std::move(logits), on_text, on_logits, result);
   return result;
 }
 
 std::vector<GenerateResult> Engine::generate_policies(
     const GenerateRequest& req, const std::vector<compression::CompressionConfig>& policies) const {
-  const auto& cfg = model_.config();
+  if (!is_root()) throw std::logic_error("generate_policies() runs on rank 0");
   if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
-  const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+  check_request(req);
   for (const auto& p : policies) p.validate();
+  send(EngineCommand{EngineOp::kGeneratePolicies, req, policies});
+  try {
+    return run_generate_policies(req, policies);
+  } catch (const std::exception& e) {
+    if (tp_size() > 1) fail_job(e);
+    throw;
+  }
+}
+
+std::vector<GenerateResult> Engine::run_generate_policies(
+    const GenerateRequest& req, const std::vector<compression::CompressionConfig>& policies) const {
+  const auto& cfg = model_.local_config();
+  const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+  exchange_s_ = 0;
+  control_.comm().reset_stats();
   // The recording prefill keeps the full prompt; each policy's copy lives next to it while it
   // decodes, then returns its blocks.
   const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
   const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
   BlockPool pool(layout, 2 * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
-  PagedKvCache source(pool, cfg, policies.front(), {}, /*record_scores=*/true);
+  PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
   std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
@@ -129,7 +321,7 @@ std::vector<GenerateResult> Engine::generate_policies(
     r.kv_after_prefill_bytes = cache->held_bytes();
     r.kv_full_after_prefill_bytes = cache->full_bytes();
     r.pool_bytes = pool.capacity() * pool.block_bytes();
-    decode(req, max_new, *cache, logits, {}, r);
+    decode(req, max_new, *cache, logits, {}, {}, r);
     r.compression.score_s = source.report().score_s;
     results.push_back(std::move(r));
   }

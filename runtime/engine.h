@@ -1,12 +1,22 @@
 // One loaded model and its tokenizer, and the generation loop of a single sequence:
 // prefill the whole prompt in one forward, then decode token by token until EOS or the limit.
+//
+// Tensor parallelism: every rank of the group builds an Engine on the same model with the
+// group's communicator; each loads only its shard. Rank 0 (the root) is the one callers use:
+// generate() broadcasts the request as a command over the control plane, then every rank runs
+// it in lock step (prefill, the Ada-KV gain exchange, decode); rank 0 samples and broadcasts
+// each token. The other ranks call follow() and stay there until the root's Engine is
+// destroyed (or shutdown() is called). An error in the middle of a command ends every rank
+// of the job (the ranks could no longer agree on what comes next).
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "comm/control_plane.h"
 #include "kernels/ops.h"
 #include "model/llama.h"
 #include "model/tokenizer/tokenizer.h"
@@ -45,13 +55,33 @@ struct GenerateResult {
   size_t pool_free_after_prefill_bytes = 0;
   size_t pool_bytes = 0;
   CompressionReport compression;  // budgets per layer and head, scoring/allocation time
+  // Tensor parallelism (one entry on one rank): KV bytes each rank holds at the end, and
+  // whether every rank computed the same budget vector (compression.budgets).
+  std::vector<size_t> rank_kv_kept_bytes;
+  bool budgets_agree_across_ranks = true;
+  double all_reduce_s = 0;       // this rank's time in the layers' all_reduce
+  double budget_exchange_s = 0;  // time in the Ada-KV gain-matrix exchange
 };
+
+// Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
+using LogitsObserver = std::function<void(const float* logits, size_t vocab)>;
 
 class Engine {
  public:
-  // Loads the model at `path` (resolve names with resolve_model first).
-  explicit Engine(const std::string& path);
-  explicit Engine(const gguf::GgufFile& file);
+  // Loads the model at `path` (resolve names with resolve_model first). `tp` (not owned,
+  // outliving the engine) is the tensor-parallel group; null or one rank: no parallelism.
+  explicit Engine(const std::string& path, comm::Communicator* tp = nullptr);
+  explicit Engine(const gguf::GgufFile& file, comm::Communicator* tp = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  bool is_root() const { return control_.is_root(); }
+  size_t tp_size() const { return size_t(control_.size()); }
+  // Non-root ranks: runs the root's commands until it shuts down; returns 0.
+  int follow();
+  // Root: tells the other ranks to leave follow() (the destructor does it too).
+  void shutdown();
 
   const model::LlamaModel& model() const { return model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -59,10 +89,11 @@ class Engine {
   // Tokenizes a prompt; `chat` wraps it as one user turn of the model's chat template.
   std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
 
-  // Throws std::invalid_argument when the prompt is empty or does not fit the context.
-  // on_text receives decoded text as it becomes available (whole UTF-8 characters).
+  // Root only. Throws std::invalid_argument when the prompt is empty or does not fit the
+  // context. on_text receives decoded text as it becomes available (whole UTF-8 characters).
   GenerateResult generate(const GenerateRequest& request,
-                          const std::function<void(std::string_view)>& on_text = {}) const;
+                          const std::function<void(std::string_view)>& on_text = {},
+                          const LogitsObserver& on_logits = {}) const;
 
   // One prefill of request.prompt serves every policy: the prompt is prefilled once with
   // scores recorded, then each policy compresses a copy of that cache and decodes from it
@@ -75,12 +106,31 @@ class Engine {
  private:
   // Validates the request; returns how many tokens it may generate.
   size_t check_request(const GenerateRequest& request) const;
+  // The bodies of generate/generate_policies, run by every rank.
+  GenerateResult run_generate(const GenerateRequest& request,
+                              const std::function<void(std::string_view)>& on_text,
+                              const LogitsObserver& on_logits) const;
+  std::vector<GenerateResult> run_generate_policies(
+      const GenerateRequest& request,
+      const std::vector<compression::CompressionConfig>& policies) const;
   void decode(const GenerateRequest& request, size_t max_new, PagedKvCache& cache,
               std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
-              GenerateResult& result) const;
+              const LogitsObserver& on_logits, GenerateResult& result) const;
+  // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
+  HeadGroup head_group() const;
+  // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
+  void gather_report(const PagedKvCache& cache, GenerateResult& result) const;
+  // Root: sends a command to the other ranks. A command that fails midway ends the job.
+  void send(const struct EngineCommand& command) const;
+  [[noreturn]] void fail_job(const std::exception& e) const;
 
+  comm::Communicator* tp_ = nullptr;
+  std::unique_ptr<comm::Communicator> single_;  // when no group is given
+  comm::ControlPlane control_;
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
+  mutable double exchange_s_ = 0;
+  bool shut_down_ = false;
 };
 
 }  // namespace adakv::runtime

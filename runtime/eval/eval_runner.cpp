@@ -68,12 +68,21 @@ std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
   full.config.budget_tokens = 0;
   runs.push_back(full);
   for (const auto& name : policies) {
-    const auto policy = compression::parse_policy(name);
+    // "adakv:global" picks the scope of this policy alone, so one grid can compare scopes.
+    const size_t colon = name.find(':');
+    const auto policy = compression::parse_policy(name.substr(0, colon));
     if (policy == compression::Policy::kFull) continue;
     if (budgets.empty()) throw std::invalid_argument("no budget given");
     for (const auto& b : budgets) {
       PolicyRun run{base, compression::to_string(policy), ""};
       run.config.policy = policy;
+      if (colon != std::string::npos) {
+        run.config.scope = compression::parse_scope(name.substr(colon + 1));
+        run.policy = name;
+      } else if (policy != compression::Policy::kAdaKV) {
+        // Uniform and fixed-shape policies mean the same in either scope.
+        run.config.scope = compression::Scope::kLayer;
+      }
       run.config.budget_tokens = 0;
       compression::parse_budget(b, run.config);
       run.config.validate();
@@ -214,14 +223,14 @@ std::string format_summary(const EvalResult& r) {
                 r.records.size(), spec.runs.size(), r.total_s);
   out += head;
   out += "accuracy in % (over all prompts, then per prompt length in tokens)\n";
-  std::string line = pad("policy", -12) + pad("budget", -9) + pad("all", 7);
+  std::string line = pad("policy", -14) + pad("budget", -9) + pad("all", 7);
   for (size_t len : spec.lengths) line += pad(std::to_string(len), 8);
   line += pad("/ full", 8) + pad("KV kept", 9);
   out += line + "\n" + std::string(line.size(), '-') + "\n";
   const double full = r.accuracy(0);
   for (size_t i = 0; i < spec.runs.size(); ++i) {
     const double acc = r.accuracy(i);
-    line = pad(spec.runs[i].policy, -12) + pad(spec.runs[i].budget, -9) + pad(pct(acc), 7);
+    line = pad(spec.runs[i].policy, -14) + pad(spec.runs[i].budget, -9) + pad(pct(acc), 7);
     for (size_t li = 0; li < spec.lengths.size(); ++li) line += pad(pct(r.accuracy(i, li)), 8);
     char rel[32] = "-";
     if (full > 0) std::snprintf(rel, sizeof rel, "%.3f", acc / full);
@@ -230,11 +239,11 @@ std::string format_summary(const EvalResult& r) {
   }
   // Ada-KV against its uniform twin (SnapKV) and the full cache, budget by budget.
   for (const auto& run : spec.runs) {
-    if (run.policy != "adakv") continue;
-    const size_t ada = find_run(spec.runs, "adakv", run.budget);
+    if (run.config.policy != compression::Policy::kAdaKV) continue;
+    const size_t ada = find_run(spec.runs, run.policy, run.budget);
     const size_t snap = find_run(spec.runs, "snapkv", run.budget);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "adakv @ %s: %s%% of full", run.budget.c_str(),
+    std::snprintf(buf, sizeof buf, "%s @ %s: %s%% of full", run.policy.c_str(), run.budget.c_str(),
                   full > 0 ? pct(r.accuracy(ada) / full).c_str() : "-");
     out += buf;
     if (snap != std::string::npos) {

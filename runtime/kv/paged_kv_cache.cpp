@@ -40,12 +40,12 @@ void copy_row(const kernels::KvBlockLayout& l, const uint8_t* src, size_t src_ro
 }  // namespace
 
 PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
-                           const compression::CompressionConfig& compression, GainExchange exchange,
+                           const compression::CompressionConfig& compression, HeadGroup group,
                            bool record_scores)
     : pool_(pool),
       model_(model),
       compression_(compression),
-      exchange_(std::move(exchange)),
+      group_(std::move(group)),
       heads_(model.n_layers, std::vector<HeadTable>(model.n_kv_heads)),
       record_scores_(record_scores) {
   compression_.validate();
@@ -205,7 +205,7 @@ std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer, c
   }
   const size_t prefix = n - W;
   const std::vector<float> layer_scores(scores, scores + Hkv * prefix);
-  const auto budgets = allocate(layer_scores, Hkv, prefix, layer);
+  const auto budgets = allocate(layer_scores, 1, prefix, layer);
   for (size_t g = 0; g < Hkv; ++g) {
     positions[g] = kept_positions(scores + g * prefix, prefix, budgets[g], n);
   }
@@ -223,7 +223,7 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     throw std::invalid_argument(
         "compressed_copy: window, pooling and GQA aggregation must match the recording");
   }
-  auto copy = std::make_unique<PagedKvCache>(pool_, model_, policy, exchange_);
+  auto copy = std::make_unique<PagedKvCache>(pool_, model_, policy, group_);
   copy->position_ = position_;
   copy->report_.prompt_tokens = n;
   copy->report_.kept.assign(L, std::vector<size_t>(Hkv, n));
@@ -235,7 +235,7 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     const size_t prefix = n - policy.window;
     std::vector<float> all;
     for (const auto& s : scores_) all.insert(all.end(), s.begin(), s.end());
-    const auto budgets = copy->allocate(all, L * Hkv, prefix, 0);
+    const auto budgets = copy->allocate(all, L, prefix, 0);
     for (size_t l = 0; l < L; ++l) {
       for (size_t g = 0; g < Hkv; ++g) {
         const size_t row = l * Hkv + g;
@@ -273,10 +273,13 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
   return copy;
 }
 
-std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, size_t rows,
+std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, size_t layers,
                                            size_t prefix, size_t first_layer) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t W = compression_.window, n = prefix + W, Hkv = model_.n_kv_heads;
+  // Rows of the allocation: every KV head of the model in the covered layers.
+  const size_t Hm = group_.model_kv_heads ? group_.model_kv_heads : Hkv;
+  const size_t rows = layers * Hm;
   const size_t B = compression_.budget_per_head(n);
   const Policy policy = compression_.policy;
   std::vector<size_t> pyramid;
@@ -286,7 +289,7 @@ std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, siz
   }
   // Prefix budget (window excluded) of a row's layer before any per-head adaptation.
   auto layer_base = [&](size_t row) {
-    const size_t b = pyramid.empty() ? B : pyramid[first_layer + row / Hkv];
+    const size_t b = pyramid.empty() ? B : pyramid[first_layer + row / Hm];
     return std::min(prefix, b > W ? b - W : 0);
   };
   std::vector<size_t> budgets(rows);
@@ -295,15 +298,29 @@ std::vector<size_t> PagedKvCache::allocate(const std::vector<float>& scores, siz
   } else {
     const bool topk = compression_.rule == compression::Rule::kTopK;
     compression::GainMatrix gains(rows, prefix, topk ? 1 : compression_.delta);
-    for (size_t r = 0; r < rows; ++r) gains.fill_row(r, scores.data() + r * prefix);
-    if (exchange_) exchange_(gains.data);
+    if (group_.contributes) {
+      for (size_t l = 0; l < layers; ++l) {
+        for (size_t g = 0; g < Hkv; ++g) {
+          gains.fill_row(l * Hm + group_.first_kv_head + g, scores.data() + (l * Hkv + g) * prefix);
+        }
+      }
+    }
+    if (group_.exchange) group_.exchange(gains.data);
     const size_t base = layer_base(0);
     const size_t total = rows * base;
     budgets = topk ? compression::allocate_topk(gains, total, base, compression_.alpha)
                    : compression::allocate_waterfill(gains, total, compression_.b_min);
   }
+  if (report_.budgets.empty()) report_.budgets.assign(model_.n_layers, std::vector<size_t>(Hm));
+  std::vector<size_t> own(layers * Hkv);
+  for (size_t l = 0; l < layers; ++l) {
+    for (size_t h = 0; h < Hm; ++h) {
+      report_.budgets[first_layer + l][h] = std::min(budgets[l * Hm + h], prefix) + W;
+    }
+    for (size_t g = 0; g < Hkv; ++g) own[l * Hkv + g] = budgets[l * Hm + group_.first_kv_head + g];
+  }
   report_.allocate_s += seconds_since(t0);
-  return budgets;
+  return own;
 }
 
 std::vector<uint32_t> PagedKvCache::kept_positions(const float* scores, size_t prefix, size_t keep,
@@ -322,7 +339,7 @@ void PagedKvCache::compact_global() {
     all.insert(all.end(), s.begin(), s.end());
     s.clear();
   }
-  const auto budgets = allocate(all, L * Hkv, prefix, 0);
+  const auto budgets = allocate(all, L, prefix, 0);
 
   // In place: kept positions ascend, so row i moves from position p_i >= i and never
   // overwrites a row still to be read; then the blocks past the new length go back. No block

@@ -27,10 +27,24 @@ namespace adakv::runtime {
 // Sums a gain matrix over the ranks that share the allocation (identity on one rank).
 using GainExchange = std::function<void(std::vector<float>& matrix)>;
 
+// How this cache's KV heads join an allocation over every rank's heads (tensor parallelism).
+// The gain matrix has one row per KV head of the model; this cache writes the rows of its own
+// heads (when it contributes), `exchange` sums the matrices of all ranks, and every rank
+// runs the same allocation on the same matrix, so all get the same budget vector.
+struct HeadGroup {
+  size_t model_kv_heads = 0;  // KV heads of the whole model; 0: this cache's own count
+  size_t first_kv_head = 0;   // model index of this cache's head 0
+  bool contributes = true;    // false on the 2nd, 3rd... replica of a replicated KV head
+  GainExchange exchange;      // null on one rank
+};
+
 struct CompressionReport {
   size_t prompt_tokens = 0;
-  // Tokens kept per [layer][kv head] after compaction, window included.
+  // Tokens kept per [layer][kv head] after compaction, window included: this cache's heads.
   std::vector<std::vector<size_t>> kept;
+  // The budget vector every rank computed: tokens kept per [layer][model kv head], window
+  // included (equals `kept` on one rank). Empty until a compressing prefill.
+  std::vector<std::vector<size_t>> budgets;
   double score_s = 0, allocate_s = 0, compact_s = 0;
   double decode_attention_s = 0;  // time in attention_paged after the prefill
 };
@@ -39,8 +53,9 @@ class PagedKvCache : public model::KvCache {
  public:
   // With record_scores, prefill keeps every token (whatever the policy) and stores each layer's
   // window scores, so that compressed_copy() can serve several policies from one prefill.
+  // `model` gives this cache's heads (a tensor-parallel rank's local config).
   PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
-               const compression::CompressionConfig& compression, GainExchange exchange = {},
+               const compression::CompressionConfig& compression, HeadGroup group = {},
                bool record_scores = false);
   ~PagedKvCache() override;
   PagedKvCache(const PagedKvCache&) = delete;
@@ -75,9 +90,10 @@ class PagedKvCache : public model::KvCache {
 
   void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
                      size_t kv_stride, size_t n, float* out);
-  // Per-head prefix tokens to keep (window excluded) for the rows of `scores`
-  // ([rows][prefix]); rows span one layer, or every layer for scope global.
-  std::vector<size_t> allocate(const std::vector<float>& scores, size_t rows, size_t prefix,
+  // Per-head prefix tokens to keep (window excluded) for this cache's rows of `scores`
+  // ([layers][own kv heads][prefix]); the rows span one layer, or every layer for scope
+  // global. Records the whole budget vector in report_.budgets.
+  std::vector<size_t> allocate(const std::vector<float>& scores, size_t layers, size_t prefix,
                                size_t first_layer);
   // Chronological positions each head of `layer` keeps under this cache's policy, given the
   // layer's scores ([kv head][n - window]; unused by policies that need none).
@@ -92,7 +108,7 @@ class PagedKvCache : public model::KvCache {
   BlockPool& pool_;
   model::ModelConfig model_;
   compression::CompressionConfig compression_;
-  GainExchange exchange_;
+  HeadGroup group_;
   std::vector<std::vector<HeadTable>> heads_;  // [layer][kv head]
   size_t position_ = 0;
   bool record_scores_ = false;

@@ -1,0 +1,62 @@
+// The collectives tensor parallelism needs, behind one interface with two implementations:
+// MPI (host buffers, comm/mpi/) and NCCL (device buffers, comm/nccl/, built with CUDA).
+// Model code calls all_reduce at the two row-parallel outputs and nowhere else.
+//
+// Every rank of the group must make the same calls in the same order with the same sizes.
+// A failure (a dead peer, a transport error) throws CommError naming the rank and the call;
+// the caller does not retry: the job is over (OpenMPI 4.1 has no recovery).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace adakv::comm {
+
+enum class ReduceOp { kSum, kMax };
+
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Seconds and calls spent in each collective since construction (for benchmarks).
+struct CommStats {
+  double all_reduce_s = 0, all_gather_s = 0, broadcast_s = 0;
+  size_t all_reduce_calls = 0, all_reduce_bytes = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* backend() const = 0;  // "single", "mpi", "nccl"
+
+  // data[0..n) <- op over every rank's data[0..n), in place.
+  void all_reduce(float* data, size_t n, ReduceOp op = ReduceOp::kSum);
+  // out[r * n .. (r + 1) * n) <- rank r's in[0..n); out holds size() * n floats.
+  void all_gather(const float* in, size_t n, float* out);
+  // data[0..bytes) <- root's data[0..bytes).
+  void broadcast(void* data, size_t bytes, int root = 0);
+  void barrier();
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ protected:
+  virtual void do_all_reduce(float* data, size_t n, ReduceOp op) = 0;
+  virtual void do_all_gather(const float* in, size_t n, float* out) = 0;
+  virtual void do_broadcast(void* data, size_t bytes, int root) = 0;
+  virtual void do_barrier() = 0;
+
+ private:
+  CommStats stats_;
+};
+
+// The group of one rank: all_reduce and broadcast leave the data as it is.
+std::unique_ptr<Communicator> make_single_communicator();
+
+}  // namespace adakv::comm

@@ -1,0 +1,27 @@
+// What rank 0 tells the other ranks of a tensor-parallel job to run next (the control plane's
+// messages). Every rank then executes the same command on its own shard, in lock step.
+// Encoded as bytes: every rank runs the same binary, so plain structs travel by memcpy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/compression/config.h"
+#include "runtime/engine.h"
+
+namespace adakv::runtime {
+
+enum class EngineOp : uint8_t { kShutdown = 1, kGenerate = 2, kGeneratePolicies = 3 };
+
+struct EngineCommand {
+  EngineOp op = EngineOp::kShutdown;
+  GenerateRequest request;                               // kGenerate, kGeneratePolicies
+  std::vector<compression::CompressionConfig> policies;  // kGeneratePolicies
+};
+
+std::string encode_command(const EngineCommand& command);
+// Throws std::runtime_error on a message that is not an encoded command.
+EngineCommand decode_command(const std::string& bytes);
+
+}  // namespace adakv::runtime
