@@ -52,7 +52,9 @@ void Communicator::broadcast(void* data, size_t bytes, int root) {
   do_broadcast(data, bytes, root);
 }
 
-void Communicator::barrier() { do_barrier(); }
+void Communicator::barrier() {
+  do_barrier();
+}
 
 std::unique_ptr<Communicator> make_single_communicator() {
   return std::make_unique<SingleCommunicator>();

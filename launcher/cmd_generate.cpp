@@ -9,8 +9,8 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
-#include "launcher/job.h"
 #include "launcher/compression_flags.h"
+#include "launcher/job.h"
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
@@ -29,8 +29,10 @@ struct GenerateOptions {
   uint64_t seed = 0;
   bool chat = false;
   bool json = false;
+  bool ignore_eos = false;
   int threads = 0;
   std::vector<std::string> compare;
+  std::string logits_file;
   CompressionFlags compression;
 };
 
@@ -55,7 +57,12 @@ nlohmann::json to_json(const runtime::GenerateResult& r,
              {"policy", compression::to_string(policy.policy)},
              {"scope", compression::to_string(policy.scope)},
              {"dtype", dtype},
-             {"budgets", r.compression.kept}};
+             {"budgets", r.compression.kept},
+             {"rank_kept_bytes", r.rank_kv_kept_bytes},
+             {"budgets_agree_across_ranks", r.budgets_agree_across_ranks}};
+  j["tp"] = {{"size", r.rank_kv_kept_bytes.size()},
+             {"all_reduce_s", r.all_reduce_s},
+             {"budget_exchange_s", r.budget_exchange_s}};
   j["timing"] = {{"prefill_s", r.prefill_s},
                  {"decode_s", r.decode_s},
                  {"prefill_tokens_per_s", per_second(r.prompt_tokens, r.prefill_s)},
@@ -131,6 +138,7 @@ int run_generate(const GenerateOptions& o) {
   runtime::GenerateRequest req;
   req.prompt = engine.encode_prompt(prompt, o.chat);
   req.max_tokens = o.max_tokens;
+  req.stop_at_eos = !o.ignore_eos;
   req.sampling = {o.temperature, o.top_p, o.top_k, o.seed};
   req.compression = o.compression.config();
   req.kv_dtype = o.compression.dtype();
@@ -144,7 +152,16 @@ int run_generate(const GenerateOptions& o) {
       std::fflush(stdout);
     };
   }
-  const auto r = engine.generate(req, stream);
+  std::ofstream logits_out;
+  runtime::LogitsObserver on_logits;
+  if (!o.logits_file.empty()) {
+    logits_out.open(o.logits_file, std::ios::binary | std::ios::trunc);
+    if (!logits_out) throw std::runtime_error("cannot write --logits-file " + o.logits_file);
+    on_logits = [&](const float* logits, size_t vocab) {
+      logits_out.write(reinterpret_cast<const char*>(logits), std::streamsize(vocab * 4));
+    };
+  }
+  const auto r = engine.generate(req, stream, on_logits);
   if (o.json) {
     std::cout << to_json(r, req.compression, o.compression.kv_dtype)
                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -176,6 +193,10 @@ void add_generate(CLI::App& app, Runner& selected) {
   sub->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
+  sub->add_option("--logits-file", o->logits_file,
+                  "Write the logits of every decode step (float32 [steps][vocab]) to this file, "
+                  "to compare runs (TP sizes, policies)");
   sub->add_option("--compare", o->compare,
                   "Also run these policies from the same prefill and print all side by side "
                   "(e.g. full,snapkv)")

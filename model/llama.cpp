@@ -18,10 +18,11 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
       shard_(shard),
       weights_(std::move(weights)),
       tp_(tp && tp->size() > 1 ? tp : nullptr) {
-  if (shard_.tp_size > 1 && (!tp_ || size_t(tp_->size()) != shard_.tp_size ||
-                             size_t(tp_->rank()) != shard_.tp_rank)) {
-    throw std::invalid_argument("LlamaModel: the shard's tensor-parallel rank and size must be "
-                                "those of the communicator");
+  if (shard_.tp_size > 1 &&
+      (!tp_ || size_t(tp_->size()) != shard_.tp_size || size_t(tp_->rank()) != shard_.tp_rank)) {
+    throw std::invalid_argument(
+        "LlamaModel: the shard's tensor-parallel rank and size must be "
+        "those of the communicator");
   }
 }
 

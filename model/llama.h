@@ -28,7 +28,7 @@ class LlamaModel {
   // Reads config and weights from a GGUF file (throws naming what is wrong).
   static LlamaModel load(const std::string& path);
 
-  const ModelConfig& config() const { return config_; }  // the whole model's
+  const ModelConfig& config() const { return config_; }       // the whole model's
   const ModelConfig& local_config() const { return local_; }  // this rank's heads and ffn
   const ShardLayout& shard() const { return shard_; }
   const Weights& weights() const { return weights_; }

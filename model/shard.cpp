@@ -35,9 +35,9 @@ ShardLayout ShardLayout::make(const ModelConfig& c, size_t tp_rank, size_t tp_si
     s.kv_head_begin = tp_rank * s.n_kv_heads;
   } else {
     if (tp_size % c.n_kv_heads != 0) {
-      throw std::invalid_argument(
-          "tensor parallel size " + std::to_string(tp_size) + " exceeds the model's " +
-          std::to_string(c.n_kv_heads) + " KV heads and is not a multiple of them (to replicate)");
+      throw std::invalid_argument("tensor parallel size " + std::to_string(tp_size) +
+                                  " exceeds the model's " + std::to_string(c.n_kv_heads) +
+                                  " KV heads and is not a multiple of them (to replicate)");
     }
     s.kv_replicas = tp_size / c.n_kv_heads;
     s.n_kv_heads = 1;

@@ -11,8 +11,8 @@
 namespace adakv::model {
 namespace {
 
-const gguf::TensorInfo& find_checked(const gguf::GgufFile& f, const std::string& name,
-                                     size_t cols, size_t rows) {
+const gguf::TensorInfo& find_checked(const gguf::GgufFile& f, const std::string& name, size_t cols,
+                                     size_t rows) {
   const gguf::TensorInfo* t = f.find_tensor(name);
   if (!t) throw std::runtime_error(fmt::format("{}: tensor '{}' is missing", f.path(), name));
   const bool vector_ok = rows == 1 && t->ne.size() == 1 && t->ne[0] == cols;

@@ -1,9 +1,10 @@
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <chrono>
-#include <iterator>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <stdexcept>
 
 #include "model/gguf/gguf.h"
@@ -127,6 +128,24 @@ HeadGroup Engine::head_group() const {
       exchange_s_ += seconds_since(t0);
     };
   }
+  if (shard.kv_replicas > 1) {
+    // Row h of a [model kv heads][prefix] matrix, zero elsewhere: the reduction over all ranks
+    // combines the replicas of each head (scores are >= 0, so zero is neutral for max too).
+    g.merge_replicas = [this, &shard, Hm = g.model_kv_heads](std::vector<float>& scores,
+                                                             compression::GqaAggregation gqa) {
+      const size_t prefix = scores.size() / shard.n_kv_heads;
+      const bool mean = gqa == compression::GqaAggregation::kMean;
+      std::vector<float> all(Hm * prefix, 0.0f);
+      for (size_t i = 0; i < scores.size(); ++i) {
+        all[shard.kv_head_begin * prefix + i] = mean ? scores[i] / shard.kv_replicas : scores[i];
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      control_.comm().all_reduce(all.data(), all.size(),
+                                 mean ? comm::ReduceOp::kSum : comm::ReduceOp::kMax);
+      exchange_s_ += seconds_since(t0);
+      std::copy_n(all.begin() + shard.kv_head_begin * prefix, scores.size(), scores.begin());
+    };
+  }
   return g;
 }
 
@@ -217,7 +236,8 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
     const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
     if (!shard.owns_kv_heads()) continue;
     for (size_t l = 0; l < L; ++l) {
-      for (size_t g = 0; g < Hl; ++g) kept[l][shard.kv_head_begin + g] = size_t(all[(r * L + l) * Hl + g]);
+      for (size_t g = 0; g < Hl; ++g)
+        kept[l][shard.kv_head_begin + g] = size_t(all[(r * L + l) * Hl + g]);
     }
   }
   result.compression.kept = local_kept.empty() ? local_kept : kept;

@@ -157,6 +157,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
     const auto t0 = std::chrono::steady_clock::now();
     scores_[layer] = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv, Dh,
                                               compression_);
+    if (group_.merge_replicas) group_.merge_replicas(scores_[layer], compression_.gqa);
     report_.score_s += seconds_since(t0);
   }
   if (!compress || record_scores_) return keep_all();

@@ -25,11 +25,11 @@ inline std::string slurp(const std::filesystem::path& path) {
   return ss.str();
 }
 
-// `adakv ARGS` through the shell, capturing stdout, stderr and the exit code.
-inline Run adakv(const std::string& args) {
+// A shell command, capturing stdout, stderr and the exit code.
+inline Run run_command(const std::string& command) {
   const auto err_path = std::filesystem::temp_directory_path() /
                         ("adakv-test-" + std::to_string(::getpid()) + ".err");
-  const std::string cmd = std::string(ADAKV_BINARY) + " " + args + " 2>" + err_path.string();
+  const std::string cmd = command + " 2>" + err_path.string();
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed");
   Run r;
@@ -41,6 +41,17 @@ inline Run adakv(const std::string& args) {
   r.err = slurp(err_path);
   std::filesystem::remove(err_path);
   return r;
+}
+
+// `adakv ARGS` as a user would run it.
+inline Run adakv(const std::string& args) {
+  return run_command(std::string(ADAKV_BINARY) + " " + args);
+}
+
+// `adakv ARGS` as the `np` ranks of an mpirun job (np = 1 still goes through mpirun).
+inline Run adakv_mpi(int np, const std::string& args) {
+  return run_command("OMPI_MCA_btl_vader_single_copy_mechanism=none " + std::string(ADAKV_MPIRUN) +
+                     " -np " + std::to_string(np) + " " + ADAKV_BINARY + " " + args);
 }
 
 }  // namespace adakv::test

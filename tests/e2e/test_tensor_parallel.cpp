@@ -1,0 +1,164 @@
+// Tensor parallelism end to end: `adakv generate` as the ranks of real mpirun jobs, against the
+// same command on one rank. Synthetic models (8 KV heads, written by the project's GGUF writer)
+// at TP 1, 2, 4 and 8, one with replicated KV heads, and the default model at TP 1 and 3; with
+// compression off and on (adakv 20%, both scopes). Same greedy tokens over 64 steps, logits
+// within 1e-4 of the largest logit, the same budget vector on every rank and as TP 1, and
+// per-rank KV bytes that sum to the total.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model_fixture.h"
+#include "run_adakv.h"
+
+namespace adakv::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kLogitTolerance = 1e-4;  // max |diff| / max |logit|, the bound
+constexpr int kSteps = 64;
+
+fs::path work_dir() {
+  const auto dir = fs::temp_directory_path() / ("adakv-tp-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string make_model(const std::string& name, const std::string& shape) {
+  const auto path = work_dir() / (name + ".gguf");
+  if (!fs::exists(path)) {
+    const auto r =
+        run_command(std::string(ADAKV_MAKE_TEST_MODEL) + " " + path.string() + " " + shape);
+    if (r.rc != 0) throw std::runtime_error("adakv_make_test_model failed: " + r.err);
+  }
+  return path.string();
+}
+
+// A prompt of prose from the Debian licenses (present on every Debian machine).
+std::string prompt_file(size_t bytes) {
+  const auto path = work_dir() / ("prompt-" + std::to_string(bytes) + ".txt");
+  std::string text = slurp("/usr/share/common-licenses/GPL-3");
+  text.resize(std::min(text.size(), bytes));
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+struct TpRun {
+  json out;
+  std::vector<float> logits;  // [steps][vocab]
+};
+
+TpRun run_tp(int np, const std::string& model, const std::string& prompt,
+             const std::string& policy_flags) {
+  const auto logits_path = work_dir() / ("logits-" + std::to_string(np) + ".bin");
+  const auto r =
+      adakv_mpi(np, "generate --model " + model + " --prompt-file " + prompt + " --max-tokens " +
+                        std::to_string(kSteps) + " --threads 1 --ignore-eos --json --logits-file " +
+                        logits_path.string() + " " + policy_flags);
+  if (r.rc != 0) throw std::runtime_error("TP " + std::to_string(np) + " run failed: " + r.err);
+  TpRun t;
+  t.out = json::parse(r.out);
+  const std::string bytes = slurp(logits_path);
+  t.logits.resize(bytes.size() / sizeof(float));
+  std::memcpy(t.logits.data(), bytes.data(), t.logits.size() * sizeof(float));
+  return t;
+}
+
+// Worst over steps of max |a - b| / max |a| at that step.
+double logit_error(const std::vector<float>& a, const std::vector<float>& b, size_t vocab) {
+  double worst = 0;
+  for (size_t s = 0; s * vocab < a.size(); ++s) {
+    double diff = 0, scale = 0;
+    for (size_t i = s * vocab; i < (s + 1) * vocab; ++i) {
+      diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+      scale = std::max(scale, double(std::fabs(a[i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+size_t sum(const json& v) {
+  size_t s = 0;
+  for (const auto& x : v) s += x.get<size_t>();
+  return s;
+}
+
+void expect_equivalent(const TpRun& one, const TpRun& many, int np, size_t vocab) {
+  SCOPED_TRACE("TP " + std::to_string(np));
+  EXPECT_EQ(many.out["tp"]["size"].get<int>(), np);
+  EXPECT_EQ(one.out["tokens"], many.out["tokens"]);
+  ASSERT_EQ(one.logits.size(), many.logits.size());
+  ASSERT_EQ(one.logits.size() % vocab, 0u);
+  const double err = logit_error(one.logits, many.logits, vocab);
+  std::printf("[tp] TP %d vs 1: %zu tokens identical=%d, logits max|diff|/max|logit| = %.2e\n", np,
+              many.out["tokens"].size(), int(one.out["tokens"] == many.out["tokens"]), err);
+  EXPECT_LE(err, kLogitTolerance);
+  EXPECT_TRUE(many.out["kv"]["budgets_agree_across_ranks"].get<bool>());
+  EXPECT_EQ(one.out["kv"]["budgets"], many.out["kv"]["budgets"]);
+  EXPECT_EQ(sum(many.out["kv"]["rank_kept_bytes"]), many.out["kv"]["kept_bytes"].get<size_t>());
+  EXPECT_EQ(many.out["kv"]["rank_kept_bytes"].size(), size_t(np));
+}
+
+const char* kPolicies[] = {"--policy full", "--policy adakv --budget 0.2 --scope layer",
+                           "--policy adakv --budget 0.2 --scope global"};
+
+TEST(TensorParallel, SyntheticModelTp1248) {
+  const auto model = make_model("syn8", "--layers 3 --heads 16 --kv-heads 8 --head-dim 16");
+  const auto prompt = prompt_file(1500);
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    const auto one = run_tp(1, model, prompt, policy);
+    ASSERT_EQ(one.out["tokens"].size(), size_t(kSteps));
+    for (int np : {2, 4, 8}) {
+      const auto many = run_tp(np, model, prompt, policy);
+      expect_equivalent(one, many, np, 264);
+      // No KV head is replicated: the ranks hold exactly what one rank holds.
+      EXPECT_EQ(many.out["kv"]["kept_bytes"], one.out["kv"]["kept_bytes"]);
+    }
+  }
+}
+
+TEST(TensorParallel, ReplicatedKvHeadsContributeOnce) {
+  // 2 KV heads over 4 ranks: each KV head lives on two ranks.
+  const auto model =
+      make_model("syn2", "--layers 2 --heads 8 --kv-heads 2 --head-dim 16 --ffn 256");
+  const auto prompt = prompt_file(1200);
+  const char* policy = "--policy adakv --budget 0.2 --scope layer";
+  const auto one = run_tp(1, model, prompt, policy);
+  const auto four = run_tp(4, model, prompt, policy);
+  expect_equivalent(one, four, 4, 264);
+  // Every KV head's blocks exist twice, once per replica.
+  EXPECT_EQ(four.out["kv"]["kept_bytes"].get<size_t>(),
+            2 * one.out["kv"]["kept_bytes"].get<size_t>());
+}
+
+TEST(TensorParallel, DefaultModelTp3) {
+  const std::string model = model_path();
+  const auto prompt = prompt_file(4000);
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    const auto one = run_tp(1, model, prompt, policy);
+    const auto three = run_tp(3, model, prompt, policy);
+    expect_equivalent(one, three, 3, 49152);
+  }
+}
+
+TEST(TensorParallel, BadTpSizeNamesTheProblem) {
+  // 9 attention heads do not split over 2 ranks.
+  const auto r = adakv_mpi(2, "generate --model " + model_path() + " --prompt hi --max-tokens 1");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("does not divide the model's attention heads (9)"), std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace adakv::test
