@@ -14,7 +14,7 @@ ADAKV_HOME="${ADAKV_HOME:-$HOME/.cache/adakv}"
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git unzip
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin iproute2
   libboost-dev libboost-system-dev
   libopenblas-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev

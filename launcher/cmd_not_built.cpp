@@ -14,7 +14,6 @@ void add_not_built_yet(CLI::App& app, Runner& selected) {
   };
   static const Pending pending[] = {
       {"serve", "OpenAI-compatible HTTP server"},
-      {"launch", "cluster-config launcher (mpirun)"},
   };
   for (const auto& p : pending) {
     auto* sub = app.add_subcommand(p.name, std::string(p.what) + " (not built yet)");

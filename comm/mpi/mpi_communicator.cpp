@@ -1,0 +1,112 @@
+#include "comm/mpi/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "comm/mpi/mpi_error.h"
+
+namespace adakv::comm {
+namespace {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, int rank, int size, size_t max_count)
+      : comm_(comm), max_count_(max_count), rank_(rank), size_(size) {}
+
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+ protected:
+  void do_all_reduce(float* data, size_t n, ReduceOp op) override {
+    MPI_Op mpi_op = op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
+    for (size_t offset = 0; offset < n; offset += max_count_) {
+      int count = chunk(n - offset);
+      check(MPI_Allreduce(MPI_IN_PLACE, data + offset, count, MPI_FLOAT, mpi_op, comm_),
+            "MPI_Allreduce");
+    }
+  }
+
+  void do_all_gather(const float* in, size_t n, float* out) override {
+    if (n == 0) return;
+    const bool in_place = in == out + static_cast<size_t>(rank_) * n;
+    if (n <= max_count_) {
+      const void* send = in_place ? MPI_IN_PLACE : in;
+      int count = static_cast<int>(n);
+      check(MPI_Allgather(send, count, MPI_FLOAT, out, count, MPI_FLOAT, comm_), "MPI_Allgather");
+      return;
+    }
+    for (size_t offset = 0; offset < n; offset += max_count_) {
+      all_gather_slice(in_place ? nullptr : in + offset, offset, chunk(n - offset), n, out);
+    }
+  }
+
+  void do_broadcast(void* data, size_t bytes, int root) override {
+    auto* base = static_cast<char*>(data);
+    for (size_t offset = 0; offset < bytes; offset += max_count_) {
+      check(MPI_Bcast(base + offset, chunk(bytes - offset), MPI_BYTE, root, comm_), "MPI_Bcast");
+    }
+  }
+
+  void do_barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+ private:
+  int chunk(size_t left) const { return static_cast<int>(std::min(left, max_count_)); }
+
+  void check(int code, const char* call) const { detail::check_mpi(code, call, rank_, size_); }
+
+  // Gathers floats [offset, offset + count) of every rank's n-float block: the receive type is
+  // `count` floats whose extent is a whole block, so rank r's slice lands at out[r * n +
+  // offset]. `in` null means in place.
+  void all_gather_slice(const float* in, size_t offset, int count, size_t n, float* out) {
+    MPI_Datatype slice, block;
+    check(MPI_Type_contiguous(count, MPI_FLOAT, &slice), "MPI_Type_contiguous");
+    int code = MPI_Type_create_resized(slice, 0, static_cast<MPI_Aint>(n * sizeof(float)), &block);
+    MPI_Type_free(&slice);
+    check(code, "MPI_Type_create_resized");
+    code = MPI_Type_commit(&block);
+    if (code == MPI_SUCCESS) {
+      const void* send = in ? static_cast<const void*>(in) : MPI_IN_PLACE;
+      code = MPI_Allgather(send, count, MPI_FLOAT, out + offset, 1, block, comm_);
+    }
+    MPI_Type_free(&block);
+    check(code, "MPI_Allgather");
+  }
+
+  MPI_Comm comm_;
+  size_t max_count_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_world_communicator(size_t max_count) {
+  if (max_count == 0 || max_count > kMpiMaxCount) {
+    throw std::invalid_argument("make_mpi_world_communicator: max_count must be in 1.." +
+                                std::to_string(kMpiMaxCount) + ", got " +
+                                std::to_string(max_count));
+  }
+  int rank = -1, size = 0;  // a duplicate has MPI_COMM_WORLD's ranks
+  detail::check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", -1, 0);
+  detail::check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size", rank, 0);
+  MPI_Comm comm;
+  detail::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup", rank, size);
+  int code = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  if (code != MPI_SUCCESS) {
+    MPI_Comm_free(&comm);
+    detail::throw_mpi_error("MPI_Comm_set_errhandler", code, rank, size);
+  }
+  return std::make_unique<MpiCommunicator>(comm, rank, size, max_count);
+}
+
+}  // namespace adakv::comm

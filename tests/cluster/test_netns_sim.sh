@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# ctest cluster.netns_sim: a multi-node job on one machine. Two simulated nodes (network
+# namespaces, cluster/netns) run a 2-rank job, one rank per node; the ranks must land in two
+# namespaces other than this one and exchange data over TCP across the bridge. Then
+# `adakv launch` runs configs/cluster/netns-sim.yaml (3 ranks on 2 nodes) the same way.
+#   tests/cluster/test_netns_sim.sh --probe PROBE [--adakv ADAKV] [--payload PROGRAM]...
+# PROBE is adakv_cluster_probe; each PAYLOAD runs as a 2-rank job across the two nodes too.
+# Exits 77 (ctest SKIP) printing "SKIPPED: reason" only when namespaces cannot be made here.
+# Takes a lock, so simulations on this machine run one at a time; removes the nodes it made
+# and leaves a simulation that was already up as it was.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+sim="$repo/cluster/netns"
+# shellcheck source=SCRIPTDIR/../../cluster/netns/sim-env.sh
+. "$sim/sim-env.sh"
+
+probe=""
+adakv=""
+payloads=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --probe) probe="$2" ;;
+    --adakv) adakv="$2" ;;
+    --payload) payloads+=("$2") ;;
+    *)
+      echo "usage: $0 --probe PROBE [--adakv ADAKV] [--payload PROGRAM]..." >&2
+      exit 2
+      ;;
+  esac
+  shift 2
+done
+for program in "$probe" "${payloads[@]}"; do
+  [ -x "$program" ] || { echo "FAIL: no program at '$program' (build it first)" >&2; exit 1; }
+done
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
+command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
+command -v mpirun >/dev/null || { echo "FAIL: no mpirun" >&2; exit 1; }
+
+lock_dir=/run/lock
+[ -d "$lock_dir" ] || lock_dir=/tmp
+exec 9>"$lock_dir/adakv-netns-sim.lock"
+flock -w 300 9 || { echo "FAIL: another simulation holds the lock for 5 minutes" >&2; exit 1; }
+
+probe_ns="adakv-nstest-$$"
+if ! err="$(ip netns add "$probe_ns" 2>&1)"; then
+  skip "cannot create a network namespace here: $err"
+fi
+ip netns del "$probe_ns"
+
+if [ -z "$(sim_existing_nodes)" ]; then
+  trap '"$sim/netns-down.sh" || true' EXIT
+fi
+"$sim/netns-up.sh" 2
+
+here_ns="$(stat -L -c %i /proc/self/ns/net)"
+echo "== 2 ranks, one per simulated node (this namespace: $here_ns)"
+rc=0
+out="$("$sim/run-sim.sh" -n 2 -p 1 -t 120 -- "$probe" --expect-ranks 2 --expect-nodes 2)" || rc=$?
+echo "$out"
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL: the 2-rank job across the simulated nodes exited with $rc" >&2
+  exit 1
+fi
+# Lines: "cluster probe: rank R/N local_rank L netns INODE addrs A"
+inodes="$(echo "$out" | sed -n 's/^cluster probe: rank .* netns \([0-9]*\) .*/\1/p' | sort -u)"
+if [ "$(echo "$inodes" | grep -c .)" -ne 2 ]; then
+  echo "FAIL: expected the 2 ranks in 2 namespaces, got: $inodes" >&2
+  exit 1
+fi
+if echo "$inodes" | grep -qx "$here_ns"; then
+  echo "FAIL: a rank ran in this (the root) namespace, not on a simulated node" >&2
+  exit 1
+fi
+
+for p in "${payloads[@]}"; do
+  echo "== payload: $p, 2 ranks, one per simulated node"
+  "$sim/run-sim.sh" -n 2 -p 1 -t 150 -- "$p"
+done
+
+if [ -n "$adakv" ]; then
+  echo "== adakv launch --cluster configs/cluster/netns-sim.yaml"
+  "$adakv" launch --cluster "$repo/configs/cluster/netns-sim.yaml" --exec "$probe" -- \
+    --expect-ranks 3 --expect-nodes 2 --expect-env OMP_NUM_THREADS=1
+fi
+echo "PASSED: ranks ran on 2 simulated nodes ($(echo "$inodes" | tr '\n' ' '))"
