@@ -6,7 +6,7 @@ BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build demo test test-asan bench format clean
+.PHONY: setup build demo test test-asan bench bench-tp format clean
 
 setup:
 	bash cluster/setup-node.sh
@@ -18,12 +18,15 @@ build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: a ~3,800-token document with a fact hidden in its middle, and a question.
-# One prefill serves Ada-KV at 20% and the full cache (and SnapKV at 20%), side by side; then
-# the per-head budgets of that prompt as a picture.
+# One prefill serves Ada-KV at 20% and the full cache (and SnapKV at 20%), side by side, on
+# the tensor-parallel ranks of configs/cluster/local.yaml (mpirun through `adakv launch`);
+# then the per-head budgets of that prompt as a picture.
+CLUSTER ?= configs/cluster/local.yaml
 demo: build
 	python3 tests/tools/make_demo_prompt.py > $(BUILD)/demo_prompt.txt
 	@echo "== question: what is the access code hidden in a $$(wc -c < $(BUILD)/demo_prompt.txt)-byte document? (expected: 7391)"
-	$(BUILD)/adakv generate --chat --prompt-file $(BUILD)/demo_prompt.txt --max-tokens 32 \
+	$(BUILD)/adakv launch --cluster $(CLUSTER) -- generate --chat \
+	  --prompt-file $(BUILD)/demo_prompt.txt --max-tokens 32 \
 	  --policy adakv --budget 0.2 --compare full,snapkv
 	$(BUILD)/adakv profile --chat --prompt-file $(BUILD)/demo_prompt.txt --policy adakv \
 	  --budget 0.2 --out $(BUILD)/demo-profile > $(BUILD)/demo-profile.txt
@@ -42,6 +45,10 @@ test-asan: setup
 # Prefill/decode tokens/s at 512, 2048 and 8000 tokens, next to llama.cpp on the same file.
 bench: build
 	$(BUILD)/adakv bench --python "$$(bash cluster/setup-node.sh bench-peer)"
+
+# TP 1 against TP 3 (mpirun ranks on this machine): tokens/s and the time in collectives.
+bench-tp: build
+	python3 tests/tools/bench_tp.py --adakv $(BUILD)/adakv --tp 1,3
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')

@@ -4,7 +4,10 @@
 # namespaces other than this one and exchange data over TCP across the bridge. Then
 # `adakv launch` runs configs/cluster/netns-sim.yaml (3 ranks on 2 nodes) the same way.
 #   tests/cluster/test_netns_sim.sh --probe PROBE [--adakv ADAKV] [--payload PROGRAM]...
+#                                   [--tp2-model MODEL.gguf]
 # PROBE is adakv_cluster_probe; each PAYLOAD runs as a 2-rank job across the two nodes too.
+# With --tp2-model (and --adakv), `adakv generate` runs tensor-parallel over the two nodes
+# (TP 2, compression on) and must give the same tokens and budgets as one local rank.
 # Exits 77 (ctest SKIP) printing "SKIPPED: reason" only when namespaces cannot be made here.
 # Takes a lock, so simulations on this machine run one at a time; removes the nodes it made
 # and leaves a simulation that was already up as it was.
@@ -17,11 +20,13 @@ sim="$repo/cluster/netns"
 probe=""
 adakv=""
 payloads=()
+tp2_model=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2" ;;
     --adakv) adakv="$2" ;;
     --payload) payloads+=("$2") ;;
+    --tp2-model) tp2_model="$2" ;;
     *)
       echo "usage: $0 --probe PROBE [--adakv ADAKV] [--payload PROGRAM]..." >&2
       exit 2
@@ -81,6 +86,25 @@ for p in "${payloads[@]}"; do
   echo "== payload: $p, 2 ranks, one per simulated node"
   "$sim/run-sim.sh" -n 2 -p 1 -t 150 -- "$p"
 done
+
+if [ -n "$adakv" ] && [ -n "$tp2_model" ]; then
+  echo "== adakv generate, TP 2 across the two simulated nodes, against one local rank"
+  prompt="$(mktemp "${TMPDIR:-/tmp}/adakv-netns-prompt-XXXXXX")"
+  head -c 2000 /usr/share/common-licenses/GPL-2 >"$prompt"
+  gen=(generate --model "$tp2_model" --prompt-file "$prompt"
+    --max-tokens 24 --ignore-eos --threads 1 --json --policy adakv --budget 0.2)
+  one="$("$adakv" "${gen[@]}" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["tokens"], j["kv"]["budgets"])')"
+  two="$("$sim/run-sim.sh" -n 2 -p 1 -t 150 -- "$adakv" "${gen[@]}" |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["tp"]["size"] == 2, j["tp"]; assert j["kv"]["budgets_agree_across_ranks"]; print(j["tokens"], j["kv"]["budgets"])')"
+  if [ "$one" != "$two" ]; then
+    echo "FAIL: TP 2 across the simulated nodes differs from one rank:" >&2
+    echo "  one rank: $one" >&2
+    echo "  TP 2:     $two" >&2
+    exit 1
+  fi
+  rm -f "$prompt"
+  echo "TP 2 across 2 simulated nodes: same tokens and budgets as one rank: ${two:0:120}..."
+fi
 
 if [ -n "$adakv" ]; then
   echo "== adakv launch --cluster configs/cluster/netns-sim.yaml"

@@ -40,9 +40,9 @@ TEST_F(EvalModel, PasskeyAt1kFullFindsTheKeyAndEverythingIsWritten) {
   std::printf("%s", r.out.c_str());
 
   // The table: one row per run, then adakv against full and snapkv.
-  EXPECT_NE(r.out.find("full        100%"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("snapkv      20%"), std::string::npos);
-  EXPECT_NE(r.out.find("adakv       20%"), std::string::npos);
+  EXPECT_NE(r.out.find("full          100%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("snapkv        20%"), std::string::npos);
+  EXPECT_NE(r.out.find("adakv         20%"), std::string::npos);
   EXPECT_NE(r.out.find("adakv @ 20%: "), std::string::npos);
   EXPECT_NE(r.out.find("points vs snapkv"), std::string::npos);
   EXPECT_NE(r.err.find("[eval] 4/4 len 1024"), std::string::npos) << r.err;

@@ -88,9 +88,8 @@ void check_policy(const CompressionConfig& policy) {
   const auto c = test_model();
   const size_t n = 333;  // odd, not a multiple of the block or tile size
   const auto shard = model::ShardLayout::make(c, comm.rank(), comm.size());
-  const auto mine = budgets_of(c, shard, policy, [&](std::vector<float>& m) {
-    comm.all_reduce(m.data(), m.size());
-  }, n);
+  const auto mine = budgets_of(
+      c, shard, policy, [&](std::vector<float>& m) { comm.all_reduce(m.data(), m.size()); }, n);
   const auto single = budgets_of(c, model::ShardLayout::single(c), policy, {}, n);
   ASSERT_EQ(mine.size(), c.n_layers);
   EXPECT_EQ(mine, single) << "rank " << comm.rank() << " of " << comm.size();
