@@ -13,8 +13,8 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
-#include "launcher/job.h"
 #include "launcher/compression_flags.h"
+#include "launcher/job.h"
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
@@ -133,16 +133,12 @@ int run_profile(const ProfileOptions& o) {
   const std::string model_path = runtime::resolve_model(o.model);
   runtime::Engine engine(model_path, tp_group());
   if (!engine.is_root()) return engine.follow();
-  if (engine.tp_size() > 1) {
-    throw std::invalid_argument("adakv profile runs on one rank (it reads every head's scores); "
-                                "start it without mpirun");
-  }
 
   profile::ProfileRequest req;
   req.prompt = engine.encode_prompt(text, o.chat);
   req.policy = o.compression.config();
   req.kv_dtype = o.compression.dtype();
-  const auto p = profile::profile_prompt(engine.model(), req);
+  const auto p = profile::profile_prompt(engine, req);
 
   fs::create_directories(o.out);
   const fs::path json_path = fs::path(o.out) / "profile.json";

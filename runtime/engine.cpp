@@ -75,6 +75,9 @@ int Engine::follow() {
         case EngineOp::kGeneratePolicies:
           run_generate_policies(command.request, command.policies);
           break;
+        case EngineOp::kRecordPrompt:
+          run_record_prompt(command.request);
+          break;
       }
     } catch (const std::exception& e) {
       fail_job(e);
@@ -225,22 +228,14 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
   }
 
   // Kept tokens of every model head, from the first rank holding it.
-  const auto& local_kept = result.compression.kept;
-  mine.assign(L * Hl, 0);
-  for (size_t l = 0; l < local_kept.size(); ++l) {
-    for (size_t g = 0; g < Hl; ++g) mine[l * Hl + g] = float(local_kept[l][g]);
-  }
-  gather();
-  std::vector<std::vector<size_t>> kept(L, std::vector<size_t>(Hm));
-  for (size_t r = 0; r < P; ++r) {
-    const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
-    if (!shard.owns_kv_heads()) continue;
+  auto& kept = result.compression.kept;
+  if (!kept.empty()) {
     for (size_t l = 0; l < L; ++l) {
-      for (size_t g = 0; g < Hl; ++g)
-        kept[l][shard.kv_head_begin + g] = size_t(all[(r * L + l) * Hl + g]);
+      std::vector<float> own(kept[l].begin(), kept[l].end());
+      const auto whole = gather_heads(own, 1);
+      kept[l].assign(whole.begin(), whole.end());
     }
   }
-  result.compression.kept = local_kept.empty() ? local_kept : kept;
 
   // The budget vector of every rank, compared with rank 0's.
   const auto& budgets = result.compression.budgets;
@@ -255,6 +250,58 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
       if (all[r * L * Hm + i] != all[i]) result.budgets_agree_across_ranks = false;
     }
   }
+}
+
+std::vector<float> Engine::gather_heads(const std::vector<float>& own, size_t width) const {
+  const size_t P = tp_size();
+  if (P == 1) return own;
+  const auto& cfg = model_.config();
+  std::vector<float> all(P * own.size()), out(cfg.n_kv_heads * width);
+  control_.comm().all_gather(own.data(), own.size(), all.data());
+  for (size_t r = 0; r < P; ++r) {
+    const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
+    if (!shard.owns_kv_heads()) continue;
+    std::copy_n(all.begin() + r * own.size(), own.size(),
+                out.begin() + shard.kv_head_begin * width);
+  }
+  return out;
+}
+
+RecordedPrompt Engine::record_prompt(const GenerateRequest& req) const {
+  if (!is_root()) throw std::logic_error("record_prompt() runs on rank 0");
+  check_request(req);
+  send(EngineCommand{EngineOp::kRecordPrompt, req, {}});
+  try {
+    return run_record_prompt(req);
+  } catch (const std::exception& e) {
+    if (tp_size() > 1) fail_job(e);
+    throw;
+  }
+}
+
+RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
+  const auto& cfg = model_.local_config();
+  const size_t n = req.prompt.size(), L = cfg.n_layers;
+  // Room for the full recording and for the copy, which never holds more than the recording.
+  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
+  const size_t blocks_per_head = (n + req.block_tokens - 1) / req.block_tokens;
+  BlockPool pool(layout, 2 * blocks_per_head * L * cfg.n_kv_heads);
+  PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
+  std::vector<float> logits;
+  RecordedPrompt rec;
+  const auto t0 = std::chrono::steady_clock::now();
+  model_.forward(req.prompt.data(), n, source, logits);
+  rec.prefill_s = seconds_since(t0);
+  const auto copy = source.compressed_copy(req.compression);
+  const size_t prefix = n > req.compression.window ? n - req.compression.window : 0;
+  for (size_t l = 0; l < L; ++l) {
+    const auto& s = source.scores()[l];
+    rec.scores.push_back(s.empty() ? s : gather_heads(s, prefix));
+    const auto& k = copy->report().kept[l];
+    const auto kept = gather_heads(std::vector<float>(k.begin(), k.end()), 1);
+    rec.kept.emplace_back(kept.begin(), kept.end());
+  }
+  return rec;
 }
 
 GenerateResult Engine::generate(const GenerateRequest& req,

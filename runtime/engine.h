@@ -63,6 +63,14 @@ struct GenerateResult {
   double budget_exchange_s = 0;  // time in the Ada-KV gain-matrix exchange
 };
 
+// What a recording prefill saw, for the whole model (every rank's heads): the window scores
+// [layer][model kv head][prefix] and the tokens `policy` keeps per [layer][model kv head].
+struct RecordedPrompt {
+  std::vector<std::vector<float>> scores;
+  std::vector<std::vector<size_t>> kept;
+  double prefill_s = 0;
+};
+
 // Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
 using LogitsObserver = std::function<void(const float* logits, size_t vocab)>;
 
@@ -103,6 +111,10 @@ class Engine {
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;
 
+  // Root only: prefills request.prompt recording the window scores of every head, and
+  // compresses a copy under request.compression (for adakv profile). No token is generated.
+  RecordedPrompt record_prompt(const GenerateRequest& request) const;
+
  private:
   // Validates the request; returns how many tokens it may generate.
   size_t check_request(const GenerateRequest& request) const;
@@ -113,6 +125,10 @@ class Engine {
   std::vector<GenerateResult> run_generate_policies(
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;
+  RecordedPrompt run_record_prompt(const GenerateRequest& request) const;
+  // Collective: the rows of every model KV head from each rank's rows of its own heads
+  // ([own heads][width] per rank; replicas after the first are skipped).
+  std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;
   void decode(const GenerateRequest& request, size_t max_new, PagedKvCache& cache,
               std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
               const LogitsObserver& on_logits, GenerateResult& result) const;

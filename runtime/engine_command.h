@@ -12,11 +12,16 @@
 
 namespace adakv::runtime {
 
-enum class EngineOp : uint8_t { kShutdown = 1, kGenerate = 2, kGeneratePolicies = 3 };
+enum class EngineOp : uint8_t {
+  kShutdown = 1,
+  kGenerate = 2,
+  kGeneratePolicies = 3,
+  kRecordPrompt = 4
+};
 
 struct EngineCommand {
   EngineOp op = EngineOp::kShutdown;
-  GenerateRequest request;                               // kGenerate, kGeneratePolicies
+  GenerateRequest request;                               // every op but kShutdown
   std::vector<compression::CompressionConfig> policies;  // kGeneratePolicies
 };
 

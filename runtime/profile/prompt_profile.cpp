@@ -1,16 +1,12 @@
 #include "runtime/profile/prompt_profile.h"
 
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
-#include "runtime/kv/block_pool.h"
-#include "runtime/kv/paged_kv_cache.h"
-
 namespace adakv::profile {
 
-HeadProfile profile_prompt(const model::LlamaModel& model, const ProfileRequest& req) {
-  const auto& cfg = model.config();
+HeadProfile profile_prompt(const runtime::Engine& engine, const ProfileRequest& req) {
+  const auto& cfg = engine.model().config();
   const size_t n = req.prompt.size();
   if (n == 0) throw std::invalid_argument("the prompt is empty");
   if (n > cfg.context_length) {
@@ -25,21 +21,15 @@ HeadProfile profile_prompt(const model::LlamaModel& model, const ProfileRequest&
   }
   req.policy.validate(n);
 
-  // Room for the full recording and for the copy, which never holds more than the recording.
-  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
-  const size_t blocks_per_head = (n + req.block_tokens - 1) / req.block_tokens;
-  runtime::BlockPool pool(layout, 2 * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
-  runtime::PagedKvCache source(pool, cfg, req.policy, {}, /*record_scores=*/true);
-
-  std::vector<float> logits;
-  const auto t0 = std::chrono::steady_clock::now();
-  model.forward(req.prompt.data(), n, source, logits);
-  const double prefill_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  const auto copy = source.compressed_copy(req.policy);
-  auto profile = profile_heads(source.scores(), copy->report().kept, n, req.policy, req.thresholds);
-  profile.prefill_s = prefill_s;
+  runtime::GenerateRequest g;
+  g.prompt = req.prompt;
+  g.max_tokens = 1;
+  g.compression = req.policy;
+  g.kv_dtype = req.kv_dtype;
+  g.block_tokens = req.block_tokens;
+  const auto rec = engine.record_prompt(g);
+  auto profile = profile_heads(rec.scores, rec.kept, n, req.policy, req.thresholds);
+  profile.prefill_s = rec.prefill_s;
   return profile;
 }
 

@@ -1,14 +1,14 @@
-// Profiles one prompt on a model: one recording prefill (every token kept, window scores
-// stored per layer), then the policy's compressed copy of that cache for the per-head kept
-// counts, then the per-head statistics of head_profile.h.
+// Profiles one prompt on an engine (one rank or a tensor-parallel group): one recording
+// prefill (every token kept, window scores stored per layer), then the policy's compressed copy
+// of that cache for the per-head kept counts, then the per-head statistics of head_profile.h.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/ops.h"
-#include "model/llama.h"
 #include "runtime/compression/config.h"
+#include "runtime/engine.h"
 #include "runtime/profile/head_profile.h"
 
 namespace adakv::profile {
@@ -23,6 +23,7 @@ struct ProfileRequest {
 
 // Throws std::invalid_argument when the prompt is empty, does not fit the model's context, is
 // not longer than the window, or the policy is invalid for it.
-HeadProfile profile_prompt(const model::LlamaModel& model, const ProfileRequest& request);
+// Root only under tensor parallelism.
+HeadProfile profile_prompt(const runtime::Engine& engine, const ProfileRequest& request);
 
 }  // namespace adakv::profile

@@ -152,6 +152,38 @@ TEST(TensorParallel, DefaultModelTp3) {
   }
 }
 
+// The other subcommands run unchanged under mpirun: profile (every head's scores gathered to
+// rank 0) and generate --compare (one recording prefill, several policies) print what one
+// rank prints.
+TEST(TensorParallel, ProfileAndCompareUnderTp3MatchOneRank) {
+  const std::string model = model_path();
+  const auto prompt = prompt_file(3000);
+  const auto dir = work_dir();
+  std::string tables[2], compares[2];
+  for (int i = 0; i < 2; ++i) {
+    const int np = i == 0 ? 1 : 3;
+    const auto out = dir / ("profile-" + std::to_string(np));
+    const auto p = adakv_mpi(np, "profile --model " + model + " --prompt-file " + prompt +
+                                     " --threads 1 --out " + out.string());
+    ASSERT_EQ(p.rc, 0) << p.err;
+    tables[i] = json::parse(slurp(out / "profile.json"))["budgets"].dump();
+    const auto c = adakv_mpi(np, "generate --model " + model + " --prompt-file " + prompt +
+                                     " --threads 1 --max-tokens 12 --compare full,snapkv");
+    ASSERT_EQ(c.rc, 0) << c.err;
+    // The answers and KV columns; the timing columns differ from run to run.
+    for (const char* policy : {"adakv ", "full ", "snapkv "}) {
+      const size_t at = c.out.find(std::string("\n") + policy);
+      ASSERT_NE(at, std::string::npos) << c.out;
+      const std::string line = c.out.substr(at + 1, c.out.find('\n', at + 1) - at - 1);
+      compares[i] +=
+          line.substr(0, line.find('|', line.find('|') + 1)) + line.substr(line.rfind('|')) + "\n";
+    }
+  }
+  EXPECT_EQ(tables[0], tables[1]);
+  EXPECT_EQ(compares[0], compares[1]);
+  std::printf("[tp] compare under TP 1 and TP 3:\n%s", compares[1].c_str());
+}
+
 TEST(TensorParallel, BadTpSizeNamesTheProblem) {
   // 9 attention heads do not split over 2 ranks.
   const auto r = adakv_mpi(2, "generate --model " + model_path() + " --prompt hi --max-tokens 1");
