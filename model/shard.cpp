@@ -65,8 +65,8 @@ ModelConfig ShardLayout::local(const ModelConfig& c) const {
 
 LmHeadMode lm_head_mode_from_env() {
   const char* v = std::getenv("ADAKV_LM_HEAD");
-  if (!v || !*v || std::string(v) == "replicated") return LmHeadMode::kReplicated;
-  if (std::string(v) == "vocab-parallel") return LmHeadMode::kVocabParallel;
+  if (!v || !*v || std::string(v) == "vocab-parallel") return LmHeadMode::kVocabParallel;
+  if (std::string(v) == "replicated") return LmHeadMode::kReplicated;
   throw std::invalid_argument(std::string("ADAKV_LM_HEAD=") + v +
                               ": expected replicated or vocab-parallel");
 }
