@@ -77,6 +77,9 @@ EngineCommand decode_command(const std::string& bytes) {
   if (in.get<uint32_t>() != kMagic) throw std::runtime_error("engine command: bad magic");
   EngineCommand c;
   c.op = in.get<EngineOp>();
+  if (c.op < EngineOp::kShutdown || c.op > EngineOp::kRecordPrompt) {
+    throw std::runtime_error("engine command: unknown operation");
+  }
   auto& r = c.request;
   r.prompt = in.get_vector<int32_t>();
   r.max_tokens = in.get<size_t>();
