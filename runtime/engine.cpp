@@ -85,8 +85,23 @@ int Engine::follow() {
   }
 }
 
-void Engine::send(const EngineCommand& command) const {
-  if (tp_size() > 1) control_.broadcast(encode_command(command));
+template <class Body>
+auto Engine::drive(const EngineCommand& command, Body&& body) const -> decltype(body()) {
+  if (tp_size() == 1) return body();
+  control_.broadcast(encode_command(command));
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    fail_job(e);
+  }
+}
+
+BlockPool Engine::make_pool(const GenerateRequest& req, size_t max_new, size_t copies) const {
+  const auto& cfg = model_.local_config();
+  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
+  const size_t tokens = req.prompt.size() + max_new;
+  const size_t blocks_per_head = (tokens + req.block_tokens - 1) / req.block_tokens;
+  return BlockPool(layout, copies * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
 }
 
 std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {
@@ -196,7 +211,7 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
   if (P == 1) return;
   auto& comm = control_.comm();
   const auto& cfg = model_.config();
-  const size_t L = cfg.n_layers, Hm = cfg.n_kv_heads, Hl = model_.local_config().n_kv_heads;
+  const size_t L = cfg.n_layers, Hm = cfg.n_kv_heads;
   // Counts travel as floats, exact below 2^24; byte counts as two floats (MiB, remainder).
   std::vector<float> mine, all;
   auto gather = [&] {
@@ -270,22 +285,15 @@ std::vector<float> Engine::gather_heads(const std::vector<float>& own, size_t wi
 RecordedPrompt Engine::record_prompt(const GenerateRequest& req) const {
   if (!is_root()) throw std::logic_error("record_prompt() runs on rank 0");
   check_request(req);
-  send(EngineCommand{EngineOp::kRecordPrompt, req, {}});
-  try {
-    return run_record_prompt(req);
-  } catch (const std::exception& e) {
-    if (tp_size() > 1) fail_job(e);
-    throw;
-  }
+  return drive(EngineCommand{EngineOp::kRecordPrompt, req, {}},
+               [&] { return run_record_prompt(req); });
 }
 
 RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
   const auto& cfg = model_.local_config();
   const size_t n = req.prompt.size(), L = cfg.n_layers;
   // Room for the full recording and for the copy, which never holds more than the recording.
-  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
-  const size_t blocks_per_head = (n + req.block_tokens - 1) / req.block_tokens;
-  BlockPool pool(layout, 2 * blocks_per_head * L * cfg.n_kv_heads);
+  BlockPool pool = make_pool(req, 0, 2);
   PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
   std::vector<float> logits;
   RecordedPrompt rec;
@@ -309,13 +317,8 @@ GenerateResult Engine::generate(const GenerateRequest& req,
                                 const LogitsObserver& on_logits) const {
   if (!is_root()) throw std::logic_error("generate() runs on rank 0; other ranks follow()");
   check_request(req);
-  send(EngineCommand{EngineOp::kGenerate, req, {}});
-  try {
-    return run_generate(req, on_text, on_logits);
-  } catch (const std::exception& e) {
-    if (tp_size() > 1) fail_job(e);
-    throw;
-  }
+  return drive(EngineCommand{EngineOp::kGenerate, req, {}},
+               [&] { return run_generate(req, on_text, on_logits); });
 }
 
 GenerateResult Engine::run_generate(const GenerateRequest& req,
@@ -327,9 +330,7 @@ GenerateResult Engine::run_generate(const GenerateRequest& req,
   control_.comm().reset_stats();
   // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
   // and what the full policy holds at the end.
-  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
-  const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
-  BlockPool pool(layout, blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+  BlockPool pool = make_pool(req, max_new, 1);
   PagedKvCache cache(pool, cfg, req.compression, head_group());
 
   GenerateResult result;
@@ -352,13 +353,8 @@ std::vector<GenerateResult> Engine::generate_policies(
   if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
   check_request(req);
   for (const auto& p : policies) p.validate();
-  send(EngineCommand{EngineOp::kGeneratePolicies, req, policies});
-  try {
-    return run_generate_policies(req, policies);
-  } catch (const std::exception& e) {
-    if (tp_size() > 1) fail_job(e);
-    throw;
-  }
+  return drive(EngineCommand{EngineOp::kGeneratePolicies, req, policies},
+               [&] { return run_generate_policies(req, policies); });
 }
 
 std::vector<GenerateResult> Engine::run_generate_policies(
@@ -369,9 +365,7 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   control_.comm().reset_stats();
   // The recording prefill keeps the full prompt; each policy's copy lives next to it while it
   // decodes, then returns its blocks.
-  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
-  const size_t blocks_per_head = (n_prompt + max_new + req.block_tokens - 1) / req.block_tokens;
-  BlockPool pool(layout, 2 * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+  BlockPool pool = make_pool(req, max_new, 2);
   PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
   std::vector<float> logits;

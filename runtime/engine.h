@@ -136,8 +136,13 @@ class Engine {
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
   void gather_report(const PagedKvCache& cache, GenerateResult& result) const;
-  // Root: sends a command to the other ranks. A command that fails midway ends the job.
-  void send(const struct EngineCommand& command) const;
+  // Root: sends `command` to the other ranks, then runs `body` (this rank's share of it). A
+  // command that fails midway ends the job.
+  template <class Body>
+  auto drive(const struct EngineCommand& command, Body&& body) const -> decltype(body());
+  // A pool for `copies` sequences of the request's prompt plus its generated tokens, for
+  // this rank's KV heads.
+  BlockPool make_pool(const GenerateRequest& request, size_t max_new, size_t copies) const;
   [[noreturn]] void fail_job(const std::exception& e) const;
 
   comm::Communicator* tp_ = nullptr;
