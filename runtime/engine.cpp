@@ -32,8 +32,7 @@ Engine::Engine(const std::string& path, comm::Communicator* tp)
     : Engine(gguf::GgufFile::open(path), tp) {}
 
 Engine::Engine(const gguf::GgufFile& file, comm::Communicator* tp)
-    : tp_(tp),
-      single_(tp ? nullptr : comm::make_single_communicator()),
+    : single_(tp ? nullptr : comm::make_single_communicator()),
       control_(tp ? *tp : *single_),
       model_(load_model(file, tp)),
       tokenizer_(tokenizer::vocab_from_gguf(file)) {}

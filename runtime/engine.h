@@ -145,7 +145,6 @@ class Engine {
   BlockPool make_pool(const GenerateRequest& request, size_t max_new, size_t copies) const;
   [[noreturn]] void fail_job(const std::exception& e) const;
 
-  comm::Communicator* tp_ = nullptr;
   std::unique_ptr<comm::Communicator> single_;  // when no group is given
   comm::ControlPlane control_;
   model::LlamaModel model_;
