@@ -1,8 +1,18 @@
 // Causal grouped-query attention over a contiguous KV cache, blocked with an online softmax
 // (the flash-attention recurrence) so that memory stays O(block) for any prompt length.
+//
+// Two paths compute the same thing:
+//  - tiled (prefill: T >= kQueryBlock, Dh a multiple of the vector width, up to 128): keys are
+//    first packed transposed per KV head, [key block][d][kKeyBlock], so that a tile of
+//    kQueryBlock x kKeyBlock scores is a small matrix product whose inner loop runs along the
+//    keys in whole vectors; P x V then runs along the head dimension. Both keep a few query rows
+//    of accumulators in registers, which is where the time goes at long prompts.
+//  - rowwise (decode and odd shapes): one query at a time, one dot product per key.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/vec_exp.h"
@@ -12,7 +22,25 @@ namespace adakv::kernels {
 namespace {
 
 constexpr size_t kQueryBlock = 16;
-constexpr size_t kKeyBlock = 128;
+constexpr size_t kKeyBlock = 64;
+constexpr size_t kLanes = 16;  // floats per vector (one AVX-512 register; two AVX2 ones)
+constexpr size_t kKeyVecs = kKeyBlock / kLanes;
+constexpr size_t kRowsPerPass = 4;  // query rows whose score accumulators stay in registers
+
+// GCC/Clang vector extension: lowered to the widest vectors the target has.
+using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, Vec v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline Vec splat(float x) {
+  return Vec{} + x;
+}
 
 float dot(const float* a, const float* b, size_t n) {
   float s = 0;
@@ -21,22 +49,120 @@ float dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
-}  // namespace
+// scores[i][j] = q[i] . key j of the block, for all kQueryBlock rows. q: [kQueryBlock][Dh]
+// (pre-scaled), kt: [Dh][kKeyBlock] (the packed block), scores: [kQueryBlock][kKeyBlock].
+void score_tile(float* scores, const float* q, const float* kt, size_t Dh) {
+  for (size_t i0 = 0; i0 < kQueryBlock; i0 += kRowsPerPass) {
+    Vec acc[kRowsPerPass][kKeyVecs] = {};
+    for (size_t d = 0; d < Dh; ++d) {
+      Vec kv[kKeyVecs];
+      for (size_t c = 0; c < kKeyVecs; ++c) kv[c] = load(kt + d * kKeyBlock + c * kLanes);
+      for (size_t r = 0; r < kRowsPerPass; ++r) {
+        const Vec qv = splat(q[(i0 + r) * Dh + d]);
+        for (size_t c = 0; c < kKeyVecs; ++c) acc[r][c] += qv * kv[c];
+      }
+    }
+    for (size_t r = 0; r < kRowsPerPass; ++r) {
+      for (size_t c = 0; c < kKeyVecs; ++c) {
+        store(scores + (i0 + r) * kKeyBlock + c * kLanes, acc[r][c]);
+      }
+    }
+  }
+}
 
-Status attention_causal(float* out, const float* q, const float* k, const float* v, size_t T,
-                        size_t n_kv, size_t Hq, size_t Hkv, size_t Dh, size_t q_stride,
-                        size_t kv_stride, size_t out_stride, float scale, Stream) {
-  if (Hkv == 0 || Hq % Hkv != 0 || T > n_kv || Dh == 0) return Status::kInvalidArgument;
-  if (T == 0) return Status::kOk;
+// One row of a score tile in the online softmax: s[j] becomes exp(s[j] - m) for the visible
+// keys and 0 for the rest, where m is the new running maximum; updates max and sum and returns
+// the factor exp(old max - new max) that rescales the row's accumulated output.
+float softmax_row_update(float* s, size_t visible, float& row_max, float& row_sum) {
+  const Vec neg_inf = splat(-std::numeric_limits<float>::infinity());
+  Vec v[kKeyVecs];
+  for (size_t c = 0; c < kKeyVecs; ++c) v[c] = load(s + c * kLanes);
+  if (visible < kKeyBlock) {
+    for (size_t j = visible; j < kKeyBlock; ++j) v[j / kLanes][j % kLanes] = neg_inf[0];
+  }
+  Vec vmax = splat(row_max);
+  for (size_t c = 0; c < kKeyVecs; ++c) vmax = v[c] > vmax ? v[c] : vmax;
+  float m = vmax[0];
+  for (size_t l = 1; l < kLanes; ++l) m = std::max(m, vmax[l]);
+  for (size_t c = 0; c < kKeyVecs; ++c) store(s + c * kLanes, v[c] - m);
+  exp_inplace(s, kKeyBlock);  // masked keys: exp(-inf) clamps to ~1e-38, zeroed below
+  Vec vsum{};
+  for (size_t c = 0; c < kKeyVecs; ++c) {
+    Vec e = load(s + c * kLanes);
+    if (visible < kKeyBlock) {
+      for (size_t l = 0; l < kLanes; ++l) {
+        if (c * kLanes + l >= visible) e[l] = 0.0f;
+      }
+      store(s + c * kLanes, e);
+    }
+    vsum += e;
+  }
+  float sum = 0;
+  for (size_t l = 0; l < kLanes; ++l) sum += vsum[l];
+  const float correction = std::exp(row_max - m);
+  row_sum = row_sum * correction + sum;
+  row_max = m;
+  return correction;
+}
+
+// acc[i][:] = acc[i][:] * correction[i] + sum_j p[i][j] * v[j][:], for j < nk.
+// acc: [kQueryBlock][Dh] with Dh = DV * kLanes; p: [kQueryBlock][kKeyBlock]; v rows strided.
+template <size_t DV>
+void accumulate_tile(float* acc, const float* correction, const float* p, const float* v,
+                     size_t v_stride, size_t nk) {
+  constexpr size_t Dh = DV * kLanes;
+  constexpr size_t R = DV >= 8 ? 2 : kRowsPerPass;  // keep R * DV accumulators in registers
+  for (size_t i0 = 0; i0 < kQueryBlock; i0 += R) {
+    Vec o[R][DV];
+    for (size_t r = 0; r < R; ++r) {
+      const Vec corr = splat(correction[i0 + r]);
+      for (size_t c = 0; c < DV; ++c) o[r][c] = load(acc + (i0 + r) * Dh + c * kLanes) * corr;
+    }
+    for (size_t j = 0; j < nk; ++j) {
+      Vec vv[DV];
+      for (size_t c = 0; c < DV; ++c) vv[c] = load(v + j * v_stride + c * kLanes);
+      for (size_t r = 0; r < R; ++r) {
+        const Vec pv = splat(p[(i0 + r) * kKeyBlock + j]);
+        for (size_t c = 0; c < DV; ++c) o[r][c] += pv * vv[c];
+      }
+    }
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t c = 0; c < DV; ++c) store(acc + (i0 + r) * Dh + c * kLanes, o[r][c]);
+    }
+  }
+}
+
+template <size_t DV>
+void attention_tiled(float* out, const float* q, const float* k, const float* v, size_t T,
+                     size_t n_kv, size_t Hq, size_t Hkv, size_t q_stride, size_t kv_stride,
+                     size_t out_stride, float scale) {
+  constexpr size_t Dh = DV * kLanes;
   const size_t group = Hq / Hkv;
   const size_t offset = n_kv - T;  // cache index of query 0
   const size_t n_qblocks = (T + kQueryBlock - 1) / kQueryBlock;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const size_t n_kblocks = (n_kv + kKeyBlock - 1) / kKeyBlock;
+  const size_t packed_block = Dh * kKeyBlock;
+
+  // kt[g][kb][d][j] = key (kb * kKeyBlock + j) of KV head g, dimension d; zero past n_kv.
+  std::vector<float> kt(Hkv * n_kblocks * packed_block);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (size_t g = 0; g < Hkv; ++g) {
+    for (size_t kb = 0; kb < n_kblocks; ++kb) {
+      float* dst = kt.data() + (g * n_kblocks + kb) * packed_block;
+      for (size_t j = 0; j < kKeyBlock; ++j) {
+        const size_t key = kb * kKeyBlock + j;
+        const float* src = k + key * kv_stride + g * Dh;
+        for (size_t d = 0; d < Dh; ++d) dst[d * kKeyBlock + j] = key < n_kv ? src[d] : 0.0f;
+      }
+    }
+  }
 
 #pragma omp parallel
   {
-    std::vector<float> acc(kQueryBlock * Dh), scores(kKeyBlock);
-    float row_max[kQueryBlock], row_sum[kQueryBlock];
+    alignas(64) float qt[kQueryBlock * Dh];
+    alignas(64) float scores[kQueryBlock * kKeyBlock];
+    alignas(64) float acc[kQueryBlock * Dh];
+    float row_max[kQueryBlock], row_sum[kQueryBlock], correction[kQueryBlock];
 
 #pragma omp for collapse(2) schedule(dynamic)
     for (size_t h = 0; h < Hq; ++h) {
@@ -44,39 +170,29 @@ Status attention_causal(float* out, const float* q, const float* k, const float*
         const size_t g = h / group;
         const size_t q0 = qb * kQueryBlock;
         const size_t nq = std::min(kQueryBlock, T - q0);
-        std::fill(acc.begin(), acc.begin() + nq * Dh, 0.0f);
-        std::fill(row_max, row_max + nq, neg_inf);
-        std::fill(row_sum, row_sum + nq, 0.0f);
+        // Rows past nq are zero queries: computed and discarded, so the tile code has no tails.
+        for (size_t i = 0; i < kQueryBlock; ++i) {
+          const float* qi = q + (q0 + i) * q_stride + h * Dh;
+          for (size_t d = 0; d < Dh; ++d) qt[i * Dh + d] = i < nq ? qi[d] * scale : 0.0f;
+        }
+        std::fill(acc, acc + kQueryBlock * Dh, 0.0f);
+        std::fill(row_max, row_max + kQueryBlock, -std::numeric_limits<float>::infinity());
+        std::fill(row_sum, row_sum + kQueryBlock, 0.0f);
 
         const size_t keys_end = offset + q0 + nq;  // exclusive, for the block's last query
         for (size_t k0 = 0; k0 < keys_end; k0 += kKeyBlock) {
-          const size_t k1 = std::min(k0 + kKeyBlock, keys_end);
-          for (size_t i = 0; i < nq; ++i) {
-            const size_t visible_end = std::min(k1, offset + q0 + i + 1);
-            if (visible_end <= k0) continue;
-            const size_t nk = visible_end - k0;
-            const float* qi = q + (q0 + i) * q_stride + h * Dh;
-            float m = row_max[i];
-            for (size_t j = 0; j < nk; ++j) {
-              scores[j] = dot(qi, k + (k0 + j) * kv_stride + g * Dh, Dh) * scale;
-              m = std::max(m, scores[j]);
-            }
-            float* ai = acc.data() + i * Dh;
-            const float correction = std::exp(row_max[i] - m);
-            float sum = row_sum[i] * correction;
-            for (size_t d = 0; d < Dh; ++d) ai[d] *= correction;
-            for (size_t j = 0; j < nk; ++j) scores[j] -= m;
-            exp_inplace(scores.data(), nk);
-            for (size_t j = 0; j < nk; ++j) {
-              const float p = scores[j];
-              sum += p;
-              const float* vj = v + (k0 + j) * kv_stride + g * Dh;
-#pragma omp simd
-              for (size_t d = 0; d < Dh; ++d) ai[d] += p * vj[d];
-            }
-            row_max[i] = m;
-            row_sum[i] = sum;
+          const size_t kb = k0 / kKeyBlock;
+          score_tile(scores, qt, kt.data() + (g * n_kblocks + kb) * packed_block, Dh);
+          for (size_t i = 0; i < kQueryBlock; ++i) {
+            // Query i sees keys up to offset + q0 + i; key k0 is visible to every query because
+            // blocks start at 0, so each row's running maximum is finite after the first block.
+            const size_t last = offset + q0 + std::min(i, nq - 1);
+            const size_t visible = last + 1 > k0 ? std::min(kKeyBlock, last + 1 - k0) : 0;
+            correction[i] =
+                softmax_row_update(scores + i * kKeyBlock, visible, row_max[i], row_sum[i]);
           }
+          const size_t nk = std::min(kKeyBlock, keys_end - k0);
+          accumulate_tile<DV>(acc, correction, scores, v + k0 * kv_stride + g * Dh, kv_stride, nk);
         }
         for (size_t i = 0; i < nq; ++i) {
           float* oi = out + (q0 + i) * out_stride + h * Dh;
@@ -86,6 +202,87 @@ Status attention_causal(float* out, const float* q, const float* k, const float*
       }
     }
   }
+}
+
+void attention_rowwise(float* out, const float* q, const float* k, const float* v, size_t T,
+                       size_t n_kv, size_t Hq, size_t Hkv, size_t Dh, size_t q_stride,
+                       size_t kv_stride, size_t out_stride, float scale) {
+  constexpr size_t kKeys = 128;
+  const size_t group = Hq / Hkv;
+  const size_t offset = n_kv - T;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+
+#pragma omp parallel
+  {
+    std::vector<float> acc(Dh), scores(kKeys);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (size_t h = 0; h < Hq; ++h) {
+      for (size_t t = 0; t < T; ++t) {
+        const size_t g = h / group;
+        const float* qt = q + t * q_stride + h * Dh;
+        const size_t visible = offset + t + 1;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        float row_max = neg_inf, row_sum = 0;
+        for (size_t k0 = 0; k0 < visible; k0 += kKeys) {
+          const size_t nk = std::min(kKeys, visible - k0);
+          float m = row_max;
+          for (size_t j = 0; j < nk; ++j) {
+            scores[j] = dot(qt, k + (k0 + j) * kv_stride + g * Dh, Dh) * scale;
+            m = std::max(m, scores[j]);
+          }
+          const float correction = std::exp(row_max - m);
+          float sum = row_sum * correction;
+          for (size_t d = 0; d < Dh; ++d) acc[d] *= correction;
+          for (size_t j = 0; j < nk; ++j) scores[j] -= m;
+          exp_inplace(scores.data(), nk);
+          for (size_t j = 0; j < nk; ++j) {
+            const float p = scores[j];
+            sum += p;
+            const float* vj = v + (k0 + j) * kv_stride + g * Dh;
+#pragma omp simd
+            for (size_t d = 0; d < Dh; ++d) acc[d] += p * vj[d];
+          }
+          row_max = m;
+          row_sum = sum;
+        }
+        float* ot = out + t * out_stride + h * Dh;
+        const float inv = 1.0f / row_sum;
+        for (size_t d = 0; d < Dh; ++d) ot[d] = acc[d] * inv;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status attention_causal(float* out, const float* q, const float* k, const float* v, size_t T,
+                        size_t n_kv, size_t Hq, size_t Hkv, size_t Dh, size_t q_stride,
+                        size_t kv_stride, size_t out_stride, float scale, Stream) {
+  if (Hkv == 0 || Hq % Hkv != 0 || T > n_kv || Dh == 0) return Status::kInvalidArgument;
+  if (T == 0) return Status::kOk;
+  if (T >= kQueryBlock) {
+    const auto tiled = [&](auto dv) {
+      attention_tiled<decltype(dv)::value>(out, q, k, v, T, n_kv, Hq, Hkv, q_stride, kv_stride,
+                                           out_stride, scale);
+    };
+    switch (Dh) {
+      case 16:
+        tiled(std::integral_constant<size_t, 1>{});
+        return Status::kOk;
+      case 32:
+        tiled(std::integral_constant<size_t, 2>{});
+        return Status::kOk;
+      case 64:
+        tiled(std::integral_constant<size_t, 4>{});
+        return Status::kOk;
+      case 128:
+        tiled(std::integral_constant<size_t, 8>{});
+        return Status::kOk;
+      default:
+        break;
+    }
+  }
+  attention_rowwise(out, q, k, v, T, n_kv, Hq, Hkv, Dh, q_stride, kv_stride, out_stride, scale);
   return Status::kOk;
 }
 

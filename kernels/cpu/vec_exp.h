@@ -15,7 +15,9 @@ inline void exp_inplace(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     float v = x[i];
     v = v < -87.0f ? -87.0f : (v > 88.0f ? 88.0f : v);
-    const float kf = __builtin_roundf(v * 1.44269504088896341f);
+    // Round to nearest by adding and removing 1.5 * 2^23 (exact for |x| < 2^22): GCC does not
+    // vectorise this loop when it contains roundf or floorf.
+    const float kf = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     // ln2 split in a part exact in float and a correction, so r keeps its low bits.
     float r = v - kf * 0.693145751953125f;
     r = r - kf * 1.428606765330187045e-06f;

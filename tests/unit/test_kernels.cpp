@@ -137,12 +137,11 @@ std::vector<float> attention_reference(const std::vector<float>& q, const std::v
 }
 
 TEST(Kernels, CausalAttentionMatchesDenseReference) {
-  // (T, n_kv): prefill from empty, decode of one token, and chunks crossing block boundaries.
-  const std::tuple<size_t, size_t, size_t, size_t, size_t> cases[] = {{1, 1, 1, 1, 1},
-                                                                      {1, 300, 4, 2, 8},
-                                                                      {17, 17, 9, 3, 64},
-                                                                      {129, 257, 6, 3, 16},
-                                                                      {5, 769, 2, 1, 32}};
+  // (T, n_kv, Hq, Hkv, Dh): prefill from empty, decode of one token, and chunks crossing block
+  // boundaries, on both paths (tiled: T >= 16 and Dh in 16/32/64/128; rowwise: the rest).
+  const std::tuple<size_t, size_t, size_t, size_t, size_t> cases[] = {
+      {1, 1, 1, 1, 1},    {1, 300, 4, 2, 8},    {17, 17, 9, 3, 64}, {129, 257, 6, 3, 16},
+      {5, 769, 2, 1, 32}, {40, 100, 4, 2, 128}, {64, 64, 2, 2, 32}, {33, 1000, 3, 1, 64}};
   for (auto [T, n_kv, Hq, Hkv, Dh] : cases) {
     auto q = random_vector(T * Hq * Dh, 8, 2.0f);
     auto kc = random_vector(n_kv * Hkv * Dh, 9, 2.0f);
