@@ -47,10 +47,23 @@ void LlamaModel::add_row_parallel(float* x, float* partial, size_t count) const 
 
 void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
                          std::vector<float>& logits, size_t n_logits) const {
-  const auto& c = local_;
   if (n == 0 || n_logits == 0 || n_logits > n) {
     throw std::invalid_argument("forward: need 1 <= n_logits <= n tokens");
   }
+  KvCache* const caches[] = {&cache};
+  run(tokens, n, caches, 1, logits, n_logits);
+}
+
+void LlamaModel::forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B,
+                               std::vector<float>& logits) const {
+  if (B == 0) throw std::invalid_argument("forward_batch: no sequence");
+  if (B == 1) return forward(tokens, 1, *caches[0], logits, 1);
+  run(tokens, B, caches, B, logits, B);
+}
+
+void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, size_t n_caches,
+                     std::vector<float>& logits, size_t n_logits) const {
+  const auto& c = local_;
   const size_t D = c.d_model, F = c.ffn_dim, QW = c.q_width(), KW = c.kv_width();
   const size_t qkv_width = QW + 2 * KW;
   // Activations, token-major: x, h [n][D]; qkv [n][QW | KW | KW]; attn [n][QW];
@@ -62,7 +75,10 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
   float* row_out = tp_ ? partial.data() : x.data();
   const bool accumulate = tp_ == nullptr;
   std::vector<int32_t> positions(n);
-  for (size_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(cache.next_position() + t);
+  for (size_t t = 0; t < n; ++t) {
+    positions[t] = static_cast<int32_t>(n_caches == 1 ? caches[0]->next_position() + t
+                                                      : caches[t]->next_position());
+  }
 
   k::check(k::embed(x.data(), weights_.token_embd.data(), tokens, n, c.vocab_size, D), "embed");
 
@@ -79,7 +95,15 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
     k::check(k::rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
                               qkv_width, c.rope_theta),
              "rope");
-    cache.append_and_attend(l, q, qkv_width, kk, v, qkv_width, n, attn.data());
+    if (n_caches == 1) {
+      caches[0]->append_and_attend(l, q, qkv_width, kk, v, qkv_width, n, attn.data());
+    } else {
+      for (size_t t = 0; t < n; ++t) {
+        const size_t row = t * qkv_width;
+        caches[t]->append_and_attend(l, q + row, qkv_width, kk + row, v + row, qkv_width, 1,
+                                     attn.data() + t * QW);
+      }
+    }
     k::check(k::matmul(row_out, attn.data(), w.wo.data(), n, D, QW, accumulate), "matmul");
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
 
@@ -89,7 +113,11 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
     k::check(k::matmul(row_out, act.data(), w.w_down.data(), n, D, F, accumulate), "matmul");
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
   }
-  cache.commit(n);
+  if (n_caches == 1) {
+    caches[0]->commit(n);
+  } else {
+    for (size_t t = 0; t < n; ++t) caches[t]->commit(1);
+  }
   if (!computes_logits()) {
     logits.clear();
     return;

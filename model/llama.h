@@ -44,7 +44,17 @@ class LlamaModel {
   void forward(const int32_t* tokens, size_t n, KvCache& cache, std::vector<float>& logits,
                size_t n_logits = 1) const;
 
+  // One decode step of B sequences in one pass, so the weights are read once for all of them:
+  // token b goes to *caches[b] at its next position. Writes logits [B][vocab] (same rule as
+  // forward for ranks that do not compute logits).
+  void forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B,
+                     std::vector<float>& logits) const;
+
  private:
+  // The body of forward and forward_batch: with one cache every token goes to it; with
+  // n_caches == n, token t goes to caches[t].
+  void run(const int32_t* tokens, size_t n, KvCache* const* caches, size_t n_caches,
+           std::vector<float>& logits, size_t n_logits) const;
   // x[0..n*D) += the sum over ranks of partial[0..n*D) (RowParallel output).
   void add_row_parallel(float* x, float* partial, size_t count) const;
 

@@ -166,38 +166,66 @@ HeadGroup Engine::head_group() const {
   return g;
 }
 
-void Engine::decode(const GenerateRequest& req, size_t max_new, PagedKvCache& cache,
-                    std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
-                    const LogitsObserver& on_logits, GenerateResult& result) const {
-  Sampler sampler(req.sampling);
-  tokenizer::StreamDecoder stream(tokenizer_);
+void Engine::decode(const GenerateRequest& req, size_t max_new,
+                    const std::vector<PagedKvCache*>& caches, std::vector<float> logits,
+                    const std::function<void(std::string_view)>& on_text,
+                    const LogitsObserver& on_logits,
+                    const std::vector<GenerateResult*>& results) const {
+  const size_t B = caches.size();
   const size_t vocab = model_.config().vocab_size;
+  std::vector<Sampler> samplers(B, Sampler(req.sampling));
+  std::vector<tokenizer::StreamDecoder> streams(B, tokenizer::StreamDecoder(tokenizer_));
+  // Sequences still decoding, and which row of `logits` is theirs: every sequence starts from
+  // the prefill's single row; after a batched step, row i belongs to running[i].
+  std::vector<size_t> running(B);
+  for (size_t b = 0; b < B; ++b) running[b] = b;
+  std::vector<size_t> row(B, 0);
+  for (auto* r : results) r->finish_reason = "length";
   const auto t0 = std::chrono::steady_clock::now();
-  result.finish_reason = "length";
-  for (size_t step = 0; step < max_new; ++step) {
-    int32_t next = 0;
-    if (is_root()) {
-      if (on_logits) on_logits(logits.data(), vocab);
-      next = sampler.sample(logits.data(), vocab);
+  for (size_t step = 0; step < max_new && !running.empty(); ++step) {
+    std::vector<int32_t> next_tokens;
+    std::vector<model::KvCache*> next_caches;
+    std::vector<size_t> next_running;
+    for (size_t b : running) {
+      GenerateResult& result = *results[b];
+      int32_t next = 0;
+      if (is_root()) {
+        const float* lg = logits.data() + row[b] * vocab;
+        if (on_logits) on_logits(lg, vocab);
+        next = samplers[b].sample(lg, vocab);
+      }
+      next = control_.broadcast_token(next);
+      result.tokens.push_back(next);
+      if (req.stop_at_eos && next == tokenizer_.eos_id()) {
+        result.finish_reason = "stop";
+        continue;
+      }
+      const std::string piece = streams[b].push(next);
+      result.text += piece;
+      if (on_text && !piece.empty()) on_text(piece);
+      // The last token needs no forward: nothing will read its logits.
+      if (step + 1 < max_new) {
+        row[b] = next_running.size();
+        next_tokens.push_back(next);
+        next_caches.push_back(caches[b]);
+        next_running.push_back(b);
+      }
     }
-    next = control_.broadcast_token(next);
-    result.tokens.push_back(next);
-    if (req.stop_at_eos && next == tokenizer_.eos_id()) {
-      result.finish_reason = "stop";
-      break;
+    running = std::move(next_running);
+    if (!running.empty()) {
+      model_.forward_batch(next_tokens.data(), next_caches.data(), next_caches.size(), logits);
     }
-    const std::string piece = stream.push(next);
-    result.text += piece;
-    if (on_text && !piece.empty()) on_text(piece);
-    // The last token needs no forward: nothing will read its logits.
-    if (step + 1 < max_new) model_.forward(&next, 1, cache, logits);
   }
-  const std::string tail = stream.flush();
-  result.text += tail;
-  if (on_text && !tail.empty()) on_text(tail);
-  result.decode_s = seconds_since(t0);
-  result.compression = cache.report();
-  gather_report(cache, result);
+  const double decode_s = seconds_since(t0);
+  for (size_t b = 0; b < B; ++b) {
+    GenerateResult& result = *results[b];
+    const std::string tail = streams[b].flush();
+    result.text += tail;
+    if (on_text && !tail.empty()) on_text(tail);
+    result.decode_s = decode_s;
+    result.compression = caches[b]->report();
+    gather_report(*caches[b], result);
+  }
 }
 
 void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) const {
@@ -342,7 +370,7 @@ GenerateResult Engine::run_generate(const GenerateRequest& req,
   result.kv_full_after_prefill_bytes = cache.full_bytes();
   result.pool_free_after_prefill_bytes = pool.free_bytes();
   result.pool_bytes = pool.capacity() * pool.block_bytes();
-  decode(req, max_new, cache, std::move(logits), on_text, on_logits, result);
+  decode(req, max_new, {&cache}, std::move(logits), on_text, on_logits, {&result});
   return result;
 }
 
@@ -362,9 +390,9 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   const size_t max_new = check_request(req), n_prompt = req.prompt.size();
   exchange_s_ = 0;
   control_.comm().reset_stats();
-  // The recording prefill keeps the full prompt; each policy's copy lives next to it while it
-  // decodes, then returns its blocks.
-  BlockPool pool = make_pool(req, max_new, 2);
+  // The recording prefill keeps the full prompt; every policy's copy lives next to it (the
+  // pool's pages are touched only as blocks are used, so room for whole copies costs nothing).
+  BlockPool pool = make_pool(req, max_new, policies.size() + 1);
   PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
   std::vector<float> logits;
@@ -372,19 +400,26 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   model_.forward(req.prompt.data(), n_prompt, source, logits);
   const double prefill_s = seconds_since(t0);
 
-  std::vector<GenerateResult> results;
-  for (const auto& policy : policies) {
-    GenerateResult r;
+  std::vector<GenerateResult> results(policies.size());
+  std::vector<std::unique_ptr<PagedKvCache>> copies;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    GenerateResult& r = results[i];
     r.prompt_tokens = n_prompt;
     r.prefill_s = prefill_s;
-    auto cache = source.compressed_copy(policy);
-    r.kv_after_prefill_bytes = cache->held_bytes();
-    r.kv_full_after_prefill_bytes = cache->full_bytes();
+    copies.push_back(source.compressed_copy(policies[i]));
+    r.kv_after_prefill_bytes = copies.back()->held_bytes();
+    r.kv_full_after_prefill_bytes = copies.back()->full_bytes();
     r.pool_bytes = pool.capacity() * pool.block_bytes();
-    decode(req, max_new, *cache, logits, {}, {}, r);
-    r.compression.score_s = source.report().score_s;
-    results.push_back(std::move(r));
   }
+  // All policies decode together: one forward per step for every sequence still running.
+  std::vector<PagedKvCache*> caches;
+  std::vector<GenerateResult*> outs;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    caches.push_back(copies[i].get());
+    outs.push_back(&results[i]);
+  }
+  decode(req, max_new, caches, std::move(logits), {}, {}, outs);
+  for (auto& r : results) r.compression.score_s = source.report().score_s;
   return results;
 }
 

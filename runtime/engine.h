@@ -129,9 +129,14 @@ class Engine {
   // Collective: the rows of every model KV head from each rank's rows of its own heads
   // ([own heads][width] per rank; replicas after the first are skipped).
   std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;
-  void decode(const GenerateRequest& request, size_t max_new, PagedKvCache& cache,
-              std::vector<float> logits, const std::function<void(std::string_view)>& on_text,
-              const LogitsObserver& on_logits, GenerateResult& result) const;
+  // Decodes every cache in lock step from the prefill's logits, one forward per step for all
+  // the sequences still running (the weights are read once per step, not once per sequence);
+  // results[b] is caches[b]'s. The callbacks are for one sequence (generate). decode_s is the
+  // wall time of the whole batch.
+  void decode(const GenerateRequest& request, size_t max_new,
+              const std::vector<PagedKvCache*>& caches, std::vector<float> logits,
+              const std::function<void(std::string_view)>& on_text, const LogitsObserver& on_logits,
+              const std::vector<GenerateResult*>& results) const;
   // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -20,11 +21,11 @@ class BlockPool {
   // (a double free is a bug in the caller, never silently accepted).
   void release(int32_t id);
 
-  uint8_t* block(int32_t id) { return arena_.data() + static_cast<size_t>(id) * block_bytes_; }
+  uint8_t* block(int32_t id) { return arena_.get() + static_cast<size_t>(id) * block_bytes_; }
   const uint8_t* block(int32_t id) const {
-    return arena_.data() + static_cast<size_t>(id) * block_bytes_;
+    return arena_.get() + static_cast<size_t>(id) * block_bytes_;
   }
-  const uint8_t* arena() const { return arena_.data(); }
+  const uint8_t* arena() const { return arena_.get(); }
   const kernels::KvBlockLayout& layout() const { return layout_; }
 
   size_t capacity() const { return in_use_.size(); }
@@ -37,7 +38,9 @@ class BlockPool {
  private:
   kernels::KvBlockLayout layout_;
   size_t block_bytes_;
-  std::vector<uint8_t> arena_;
+  // Left uninitialised on purpose: a large arena comes from fresh pages that the OS maps only
+  // when a block is first written, so a pool sized for the worst case costs only what is used.
+  std::unique_ptr<uint8_t[]> arena_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
   std::vector<bool> in_use_;
 };
