@@ -2,10 +2,12 @@
 // Goldens: tests/tools/gen_logits_goldens.py (format documented there).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "model/llama.h"
@@ -145,6 +147,52 @@ TEST_F(LogitsOracle, Greedy64TokensIdentical) {
       model_->forward(&next, 1, cache, logits);
     }
     EXPECT_EQ(got, pr.greedy) << "prompt of " << pr.ids.size() << " tokens";
+  }
+}
+
+// forward_batch decodes several sequences at different positions in one pass; each must get
+// the logits it gets alone (the batched GEMM may round differently, hence the tolerance) and
+// the same greedy tokens as the transformers goldens.
+TEST_F(LogitsOracle, BatchedDecodeMatchesOneSequenceAtATime) {
+  using adakv::runtime::ContiguousKvCache;
+  const size_t V = model_->config().vocab_size, steps = 16;
+  std::vector<const Prompt*> prompts;
+  for (const auto& pr : goldens_->prompts) {
+    if (prompts.size() < 3 && pr.greedy.size() >= steps) prompts.push_back(&pr);
+  }
+  ASSERT_GE(prompts.size(), 2u);
+  const size_t B = prompts.size();
+  std::vector<std::unique_ptr<ContiguousKvCache>> batched, alone;
+  std::vector<std::vector<float>> alone_logits(B);
+  std::vector<float> batch_logits(B * V);
+  for (size_t b = 0; b < B; ++b) {
+    const auto& ids = prompts[b]->ids;
+    batched.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps));
+    alone.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps));
+    std::vector<float> lg;
+    model_->forward(ids.data(), ids.size(), *batched[b], lg);
+    std::copy(lg.begin(), lg.end(), batch_logits.begin() + b * V);
+    model_->forward(ids.data(), ids.size(), *alone[b], alone_logits[b]);
+  }
+  for (size_t step = 0; step < steps; ++step) {
+    std::vector<int32_t> next(B);
+    std::vector<adakv::model::KvCache*> caches(B);
+    for (size_t b = 0; b < B; ++b) {
+      next[b] = adakv::runtime::argmax(batch_logits.data() + b * V, V);
+      EXPECT_EQ(next[b], prompts[b]->greedy[step]) << "sequence " << b << ", step " << step;
+      caches[b] = batched[b].get();
+    }
+    model_->forward_batch(next.data(), caches.data(), B, batch_logits);
+    ASSERT_EQ(batch_logits.size(), B * V);
+    for (size_t b = 0; b < B; ++b) {
+      model_->forward(&next[b], 1, *alone[b], alone_logits[b]);
+      float worst = 0, scale = 0;
+      for (size_t i = 0; i < V; ++i) {
+        worst = std::max(worst, std::fabs(batch_logits[b * V + i] - alone_logits[b][i]));
+        scale = std::max(scale, std::fabs(alone_logits[b][i]));
+      }
+      EXPECT_LE(worst, 1e-5f * scale) << "sequence " << b << ", step " << step;
+    }
   }
 }
 
