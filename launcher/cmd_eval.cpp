@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,9 +13,10 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
-#include "launcher/job.h"
 #include "launcher/compression_flags.h"
+#include "launcher/job.h"
 #include "runtime/engine.h"
+#include "runtime/eval/eval_report.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/niah.h"
 #include "runtime/eval/svg_plot.h"
@@ -217,6 +219,40 @@ int run_eval_command(const EvalOptions& o) {
   return 0;
 }
 
+struct ReportOptions {
+  std::vector<std::string> files;
+  std::string out = "eval-results";
+};
+
+// adakv eval report: one table and one set of pictures from results written by separate runs.
+int run_report_command(const ReportOptions& o) {
+  std::vector<eval::EvalResult> parts;
+  for (const auto& path : o.files) {
+    std::ifstream in(path);
+    if (!in) throw std::invalid_argument("cannot read eval results " + path);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(path + " is not JSON: " + e.what());
+    }
+    try {
+      parts.push_back(eval::from_json(j));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path + ": " + e.what());
+    }
+  }
+  const auto merged = eval::merge_results(parts);
+  std::fprintf(stderr, "[eval] report: %zu files, %zu prompts, lengths", o.files.size(),
+               merged.records.size());
+  for (size_t len : merged.spec.lengths) std::fprintf(stderr, " %zu", len);
+  std::fprintf(stderr, "\n");
+  const std::string summary = eval::format_summary(merged);
+  std::cout << summary << std::flush;
+  write_outputs(merged, summary + eval::format_cells(merged), o.out);
+  return 0;
+}
+
 void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& selected) {
   auto o = std::make_shared<EvalOptions>();
   o->task = task;
@@ -232,10 +268,11 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
                   "Budgets: ratios (0.1,0.2,0.5 or 20%) or tokens per head (64,128,256)")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--policies", o->policies,
-                  "Policies (full is always run as the reference): "
-                  "full,streaming,snapkv,pyramidkv,adakv,ada-pyramid; adakv:global or adakv:layer sets "
-                  "that policy's scope")
+  sub->add_option(
+         "--policies", o->policies,
+         "Policies (full is always run as the reference): "
+         "full,streaming,snapkv,pyramidkv,adakv,ada-pyramid; adakv:global or adakv:layer sets "
+         "that policy's scope")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--trials", o->trials, "Prompts per (length, depth) cell")
@@ -267,6 +304,16 @@ void add_eval(CLI::App& app, Runner& selected) {
            selected);
   add_task(sub, eval::Task::kNiah, "Needle in a haystack: a 7-digit fact hidden in prose",
            selected);
+  auto report = std::make_shared<ReportOptions>();
+  auto* rep = sub->add_subcommand(
+      "report", "One table and picture set from *_results.json files of separate eval runs");
+  rep->add_option("files", report->files, "Results files (eval's --out/<task>_results.json)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  rep->add_option("--out", report->out, "Output folder for the merged table, JSON and pictures")
+      ->capture_default_str();
+  rep->callback(
+      [report, &selected] { selected = [report] { return run_report_command(*report); }; });
   auto* ppl = sub->add_subcommand("ppl", "Perplexity under compression (not built yet)");
   ppl->allow_extras();
   ppl->callback([&selected] {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/eval/eval_report.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/niah.h"
 #include "runtime/eval/passkey.h"
@@ -281,6 +282,62 @@ TEST(Results, AggregateByRunLengthAndCell) {
   const auto j = to_json(r);
   EXPECT_EQ(j["runs"][2]["accuracy_by_length_depth"][1][1].get<double>(), 0.0);
   EXPECT_EQ(j["records"].size(), 8u);
+}
+
+TEST(Results, ReadBackFromJson) {
+  EvalResult r = hand_made_result();
+  r.spec.runs[2].config.pool_kernel = 31;
+  r.spec.runs[2].config.gqa = adakv::compression::GqaAggregation::kMax;
+  const EvalResult back = adakv::eval::from_json(to_json(r));
+  ASSERT_EQ(back.spec.runs.size(), 3u);
+  EXPECT_EQ(back.spec.runs[2].label(), "adakv @ 20%");
+  EXPECT_EQ(back.spec.runs[2].config.pool_kernel, 31u);
+  EXPECT_EQ(back.spec.runs[2].config.gqa, adakv::compression::GqaAggregation::kMax);
+  EXPECT_EQ(back.spec.lengths, r.spec.lengths);
+  ASSERT_EQ(back.records.size(), r.records.size());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(back.accuracy(i), r.accuracy(i));
+    EXPECT_DOUBLE_EQ(back.accuracy(i, 1, 0), r.accuracy(i, 1, 0));
+  }
+  EXPECT_EQ(format_summary(back), format_summary(r));
+  auto j = to_json(r);
+  j["records"][3].erase("answer");
+  EXPECT_THROW(adakv::eval::from_json(j), std::invalid_argument);
+}
+
+// The hand-made grid split by length into two results, merged back: the same accuracies.
+TEST(Results, MergeOfSeparateRunsEqualsTheWholeGrid) {
+  const EvalResult whole = hand_made_result();
+  EvalResult parts[2];
+  for (size_t li = 0; li < 2; ++li) {
+    parts[li].spec = whole.spec;
+    parts[li].spec.lengths = {whole.spec.lengths[1 - li]};  // longer length first
+    for (auto rec : whole.records) {
+      if (rec.length_index != 1 - li) continue;
+      rec.length_index = 0;
+      parts[li].records.push_back(rec);
+    }
+  }
+  const EvalResult merged = adakv::eval::merge_results({parts[0], parts[1]});
+  EXPECT_EQ(merged.spec.lengths, whole.spec.lengths);
+  EXPECT_EQ(merged.spec.trials, 2u);
+  for (size_t run = 0; run < 3; ++run) {
+    EXPECT_DOUBLE_EQ(merged.accuracy(run), whole.accuracy(run));
+    for (size_t li = 0; li < 2; ++li) {
+      for (size_t di = 0; di < 2; ++di) {
+        EXPECT_DOUBLE_EQ(merged.accuracy(run, li, di), whole.accuracy(run, li, di));
+      }
+    }
+  }
+  // The same length twice with the same seed is the same prompts; another seed adds trials.
+  EXPECT_THROW(adakv::eval::merge_results({parts[0], parts[0]}), std::invalid_argument);
+  EvalResult reseeded = parts[0];
+  reseeded.spec.seed = 9;
+  EXPECT_EQ(adakv::eval::merge_results({parts[0], reseeded}).spec.trials, 4u);
+  // Different scorer settings are different experiments.
+  EvalResult other = parts[1];
+  other.spec.runs[1].config.pool_kernel = 15;
+  EXPECT_THROW(adakv::eval::merge_results({parts[0], other}), std::invalid_argument);
 }
 
 TEST(Svg, HeatmapHasACellPerValueAndEscapesText) {
