@@ -49,24 +49,38 @@ float dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
+// The one micro-kernel of the tiled path, a register-tiled small matrix product:
+//   c[r][:] = (scale ? c[r][:] * scale[r] : 0) + sum_k a[r][k] * b[k][:]
+// for rows r < R and k < K, each c and b row NV whole vectors long (strides in floats). R * NV
+// accumulators stay in registers while each b row is loaded once for all R rows.
+template <size_t R, size_t NV>
+void gemm_tile(float* c, size_t c_stride, const float* scale, const float* a, size_t a_stride,
+               const float* b, size_t b_stride, size_t K) {
+  Vec acc[R][NV] = {};
+  if (scale) {
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t v = 0; v < NV; ++v) acc[r][v] = load(c + r * c_stride + v * kLanes) * scale[r];
+    }
+  }
+  for (size_t k = 0; k < K; ++k) {
+    Vec bk[NV];
+    for (size_t v = 0; v < NV; ++v) bk[v] = load(b + k * b_stride + v * kLanes);
+    for (size_t r = 0; r < R; ++r) {
+      const Vec ar = splat(a[r * a_stride + k]);
+      for (size_t v = 0; v < NV; ++v) acc[r][v] += ar * bk[v];
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < NV; ++v) store(c + r * c_stride + v * kLanes, acc[r][v]);
+  }
+}
+
 // scores[i][j] = q[i] . key j of the block, for all kQueryBlock rows. q: [kQueryBlock][Dh]
 // (pre-scaled), kt: [Dh][kKeyBlock] (the packed block), scores: [kQueryBlock][kKeyBlock].
 void score_tile(float* scores, const float* q, const float* kt, size_t Dh) {
   for (size_t i0 = 0; i0 < kQueryBlock; i0 += kRowsPerPass) {
-    Vec acc[kRowsPerPass][kKeyVecs] = {};
-    for (size_t d = 0; d < Dh; ++d) {
-      Vec kv[kKeyVecs];
-      for (size_t c = 0; c < kKeyVecs; ++c) kv[c] = load(kt + d * kKeyBlock + c * kLanes);
-      for (size_t r = 0; r < kRowsPerPass; ++r) {
-        const Vec qv = splat(q[(i0 + r) * Dh + d]);
-        for (size_t c = 0; c < kKeyVecs; ++c) acc[r][c] += qv * kv[c];
-      }
-    }
-    for (size_t r = 0; r < kRowsPerPass; ++r) {
-      for (size_t c = 0; c < kKeyVecs; ++c) {
-        store(scores + (i0 + r) * kKeyBlock + c * kLanes, acc[r][c]);
-      }
-    }
+    gemm_tile<kRowsPerPass, kKeyVecs>(scores + i0 * kKeyBlock, kKeyBlock, nullptr, q + i0 * Dh, Dh,
+                                      kt, kKeyBlock, Dh);
   }
 }
 
@@ -110,25 +124,10 @@ float softmax_row_update(float* s, size_t visible, float& row_max, float& row_su
 template <size_t DV>
 void accumulate_tile(float* acc, const float* correction, const float* p, const float* v,
                      size_t v_stride, size_t nk) {
-  constexpr size_t Dh = DV * kLanes;
   constexpr size_t R = DV >= 8 ? 2 : kRowsPerPass;  // keep R * DV accumulators in registers
   for (size_t i0 = 0; i0 < kQueryBlock; i0 += R) {
-    Vec o[R][DV];
-    for (size_t r = 0; r < R; ++r) {
-      const Vec corr = splat(correction[i0 + r]);
-      for (size_t c = 0; c < DV; ++c) o[r][c] = load(acc + (i0 + r) * Dh + c * kLanes) * corr;
-    }
-    for (size_t j = 0; j < nk; ++j) {
-      Vec vv[DV];
-      for (size_t c = 0; c < DV; ++c) vv[c] = load(v + j * v_stride + c * kLanes);
-      for (size_t r = 0; r < R; ++r) {
-        const Vec pv = splat(p[(i0 + r) * kKeyBlock + j]);
-        for (size_t c = 0; c < DV; ++c) o[r][c] += pv * vv[c];
-      }
-    }
-    for (size_t r = 0; r < R; ++r) {
-      for (size_t c = 0; c < DV; ++c) store(acc + (i0 + r) * Dh + c * kLanes, o[r][c]);
-    }
+    gemm_tile<R, DV>(acc + i0 * DV * kLanes, DV * kLanes, correction + i0, p + i0 * kKeyBlock,
+                     kKeyBlock, v, v_stride, nk);
   }
 }
 
@@ -151,8 +150,12 @@ void attention_tiled(float* out, const float* q, const float* k, const float* v,
       float* dst = kt.data() + (g * n_kblocks + kb) * packed_block;
       for (size_t j = 0; j < kKeyBlock; ++j) {
         const size_t key = kb * kKeyBlock + j;
+        if (key >= n_kv) {
+          for (size_t d = 0; d < Dh; ++d) dst[d * kKeyBlock + j] = 0.0f;
+          continue;
+        }
         const float* src = k + key * kv_stride + g * Dh;
-        for (size_t d = 0; d < Dh; ++d) dst[d * kKeyBlock + j] = key < n_kv ? src[d] : 0.0f;
+        for (size_t d = 0; d < Dh; ++d) dst[d * kKeyBlock + j] = src[d];
       }
     }
   }
