@@ -38,9 +38,8 @@ inline Vec load(const float* p) {
 inline void store(float* p, Vec v) {
   std::memcpy(p, &v, sizeof v);
 }
-inline Vec splat(float x) {
-  return Vec{} + x;
-}
+// x - 0 is x for every x (even -0), so this folds to a plain broadcast; x + 0 would not.
+inline Vec splat(float x) { return x - Vec{}; }
 
 float dot(const float* a, const float* b, size_t n) {
   float s = 0;
