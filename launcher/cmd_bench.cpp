@@ -12,8 +12,8 @@
 
 #include "kernels/ops.h"
 #include "launcher/commands.h"
-#include "launcher/job.h"
 #include "launcher/compression_flags.h"
+#include "launcher/job.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 

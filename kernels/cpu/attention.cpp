@@ -39,7 +39,9 @@ inline void store(float* p, Vec v) {
   std::memcpy(p, &v, sizeof v);
 }
 // x - 0 is x for every x (even -0), so this folds to a plain broadcast; x + 0 would not.
-inline Vec splat(float x) { return x - Vec{}; }
+inline Vec splat(float x) {
+  return x - Vec{};
+}
 
 float dot(const float* a, const float* b, size_t n) {
   float s = 0;
