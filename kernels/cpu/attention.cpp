@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/vec_exp.h"
@@ -264,27 +263,15 @@ Status attention_causal(float* out, const float* q, const float* k, const float*
                         size_t kv_stride, size_t out_stride, float scale, Stream) {
   if (Hkv == 0 || Hq % Hkv != 0 || T > n_kv || Dh == 0) return Status::kInvalidArgument;
   if (T == 0) return Status::kOk;
-  if (T >= kQueryBlock) {
-    const auto tiled = [&](auto dv) {
-      attention_tiled<decltype(dv)::value>(out, q, k, v, T, n_kv, Hq, Hkv, q_stride, kv_stride,
-                                           out_stride, scale);
-    };
-    switch (Dh) {
-      case 16:
-        tiled(std::integral_constant<size_t, 1>{});
-        return Status::kOk;
-      case 32:
-        tiled(std::integral_constant<size_t, 2>{});
-        return Status::kOk;
-      case 64:
-        tiled(std::integral_constant<size_t, 4>{});
-        return Status::kOk;
-      case 128:
-        tiled(std::integral_constant<size_t, 8>{});
-        return Status::kOk;
-      default:
-        break;
-    }
+  // The tiled path is instantiated per head size (whole vectors per row).
+  const auto tiled = Dh == 16    ? attention_tiled<1>
+                     : Dh == 32  ? attention_tiled<2>
+                     : Dh == 64  ? attention_tiled<4>
+                     : Dh == 128 ? attention_tiled<8>
+                                 : nullptr;
+  if (T >= kQueryBlock && tiled) {
+    tiled(out, q, k, v, T, n_kv, Hq, Hkv, q_stride, kv_stride, out_stride, scale);
+    return Status::kOk;
   }
   attention_rowwise(out, q, k, v, T, n_kv, Hq, Hkv, Dh, q_stride, kv_stride, out_stride, scale);
   return Status::kOk;
