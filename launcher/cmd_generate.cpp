@@ -96,7 +96,8 @@ int run_compare(const runtime::Engine& engine, runtime::GenerateRequest req,
   for (const auto& name : o.compare) {
     auto c = req.compression;
     c.policy = compression::parse_policy(name);
-    policies.push_back(c);
+    // The chosen policy already runs first; naming it again would only repeat its row.
+    if (c.policy != req.compression.policy) policies.push_back(c);
   }
   const auto results = engine.generate_policies(req, policies);
   if (o.json) {

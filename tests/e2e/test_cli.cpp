@@ -98,6 +98,19 @@ TEST(Cli, ShortPromptsWorkWithTheDefaultPolicy) {
   EXPECT_NE(w.err.find("window 8"), std::string::npos) << w.err;
 }
 
+TEST(Cli, CompareRunsEachPolicyOnce) {
+  // The chosen policy (adakv) runs first; naming it in --compare again adds no second run.
+  const auto r = adakv("generate " + model() +
+                       " --prompt 'The capital of France is' --max-tokens 2 --json"
+                       " --compare full,adakv,snapkv");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u) << r.out;
+  EXPECT_EQ(j[0]["kv"]["policy"], "adakv");
+  EXPECT_EQ(j[1]["kv"]["policy"], "full");
+  EXPECT_EQ(j[2]["kv"]["policy"], "snapkv");
+}
+
 TEST(Cli, BadArgumentsAreUsageErrors) {
   EXPECT_NE(adakv("generate " + model() + " --prompt x --temperature -1").rc, 0);
   EXPECT_NE(adakv("generate " + model() + " --prompt x --top-p 0").rc, 0);
