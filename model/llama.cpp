@@ -75,9 +75,10 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
   float* row_out = tp_ ? partial.data() : x.data();
   const bool accumulate = tp_ == nullptr;
   std::vector<int32_t> positions(n);
+  // Cache s takes the `per_cache` consecutive tokens from s * per_cache on.
+  const size_t per_cache = n / n_caches;
   for (size_t t = 0; t < n; ++t) {
-    positions[t] = static_cast<int32_t>(n_caches == 1 ? caches[0]->next_position() + t
-                                                      : caches[t]->next_position());
+    positions[t] = static_cast<int32_t>(caches[t / per_cache]->next_position() + t % per_cache);
   }
 
   k::check(k::embed(x.data(), weights_.token_embd.data(), tokens, n, c.vocab_size, D), "embed");
@@ -95,14 +96,10 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
     k::check(k::rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
                               qkv_width, c.rope_theta),
              "rope");
-    if (n_caches == 1) {
-      caches[0]->append_and_attend(l, q, qkv_width, kk, v, qkv_width, n, attn.data());
-    } else {
-      for (size_t t = 0; t < n; ++t) {
-        const size_t row = t * qkv_width;
-        caches[t]->append_and_attend(l, q + row, qkv_width, kk + row, v + row, qkv_width, 1,
-                                     attn.data() + t * QW);
-      }
+    for (size_t s = 0; s < n_caches; ++s) {
+      const size_t row = s * per_cache * qkv_width;
+      caches[s]->append_and_attend(l, q + row, qkv_width, kk + row, v + row, qkv_width, per_cache,
+                                   attn.data() + s * per_cache * QW);
     }
     k::check(k::matmul(row_out, attn.data(), w.wo.data(), n, D, QW, accumulate), "matmul");
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
@@ -113,11 +110,7 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
     k::check(k::matmul(row_out, act.data(), w.w_down.data(), n, D, F, accumulate), "matmul");
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
   }
-  if (n_caches == 1) {
-    caches[0]->commit(n);
-  } else {
-    for (size_t t = 0; t < n; ++t) caches[t]->commit(1);
-  }
+  for (size_t s = 0; s < n_caches; ++s) caches[s]->commit(per_cache);
   if (!computes_logits()) {
     logits.clear();
     return;

@@ -51,8 +51,8 @@ class LlamaModel {
                      std::vector<float>& logits) const;
 
  private:
-  // The body of forward and forward_batch: with one cache every token goes to it; with
-  // n_caches == n, token t goes to caches[t].
+  // The body of forward and forward_batch: the n tokens split evenly over the caches in order
+  // (one cache takes them all; n caches take one each). Requires n % n_caches == 0.
   void run(const int32_t* tokens, size_t n, KvCache* const* caches, size_t n_caches,
            std::vector<float>& logits, size_t n_logits) const;
   // x[0..n*D) += the sum over ranks of partial[0..n*D) (RowParallel output).

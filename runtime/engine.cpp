@@ -402,6 +402,8 @@ std::vector<GenerateResult> Engine::run_generate_policies(
 
   std::vector<GenerateResult> results(policies.size());
   std::vector<std::unique_ptr<PagedKvCache>> copies;
+  std::vector<PagedKvCache*> caches;
+  std::vector<GenerateResult*> outs;
   for (size_t i = 0; i < policies.size(); ++i) {
     GenerateResult& r = results[i];
     r.prompt_tokens = n_prompt;
@@ -410,14 +412,10 @@ std::vector<GenerateResult> Engine::run_generate_policies(
     r.kv_after_prefill_bytes = copies.back()->held_bytes();
     r.kv_full_after_prefill_bytes = copies.back()->full_bytes();
     r.pool_bytes = pool.capacity() * pool.block_bytes();
+    caches.push_back(copies.back().get());
+    outs.push_back(&r);
   }
   // All policies decode together: one forward per step for every sequence still running.
-  std::vector<PagedKvCache*> caches;
-  std::vector<GenerateResult*> outs;
-  for (size_t i = 0; i < policies.size(); ++i) {
-    caches.push_back(copies[i].get());
-    outs.push_back(&results[i]);
-  }
   decode(req, max_new, caches, std::move(logits), {}, {}, outs);
   for (auto& r : results) r.compression.score_s = source.report().score_s;
   return results;

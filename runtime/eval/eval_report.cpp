@@ -26,7 +26,8 @@ T get(const json& j, const char* key, const std::string& where) {
   }
 }
 
-size_t index_in(const std::vector<size_t>& v, size_t x, const std::string& what) {
+template <class T>
+size_t index_in(const std::vector<T>& v, T x, const std::string& what) {
   const auto it = std::find(v.begin(), v.end(), x);
   if (it == v.end()) throw std::invalid_argument("eval results: " + what + " is not in the grid");
   return static_cast<size_t>(it - v.begin());
@@ -99,12 +100,7 @@ EvalResult from_json(const json& j) {
     TrialRecord rec;
     rec.length_index =
         index_in(spec.lengths, get<size_t>(jr, "length", where), where + "'s length");
-    const double depth = get<double>(jr, "depth", where);
-    const auto d = std::find(spec.depths.begin(), spec.depths.end(), depth);
-    if (d == spec.depths.end()) {
-      throw std::invalid_argument("eval results: " + where + "'s depth is not in the grid");
-    }
-    rec.depth_index = static_cast<size_t>(d - spec.depths.begin());
+    rec.depth_index = index_in(spec.depths, get<double>(jr, "depth", where), where + "'s depth");
     rec.trial = get<size_t>(jr, "trial", where);
     rec.prompt_tokens = get<size_t>(jr, "prompt_tokens", where);
     rec.depth = get<double>(jr, "depth_reached", where);
