@@ -62,24 +62,17 @@ if [ -z "$(sim_existing_nodes)" ]; then
 fi
 "$sim/netns-up.sh" 2
 
-# A job across the namespaces sometimes hangs at startup (seen ~1 run in 3 on this 2-core box,
-# cause not found yet); each job gets a short limit and up to 3 tries, and says when it retried.
+# One job across the two namespaces, RANKS_PER_NODE ranks on each; a hang fails after 120 s.
 sim_run() {
-  local try out
-  for try in 1 2 3; do
-    if out="$("$sim/run-sim.sh" -n 2 -p 1 -t 45 -- "$@")"; then
-      printf '%s\n' "$out"
-      return 0
-    fi
-    echo "netns-sim: try $try of 3 failed or hung: $*" >&2
-  done
-  return 1
+  local per_node="$1"
+  shift
+  "$sim/run-sim.sh" -n 2 -p "$per_node" -t 120 -- "$@"
 }
 
 here_ns="$(stat -L -c %i /proc/self/ns/net)"
 echo "== 2 ranks, one per simulated node (this namespace: $here_ns)"
 rc=0
-out="$(sim_run "$probe" --expect-ranks 2 --expect-nodes 2)" || rc=$?
+out="$(sim_run 1 "$probe" --expect-ranks 2 --expect-nodes 2)" || rc=$?
 echo "$out"
 if [ "$rc" -ne 0 ]; then
   echo "FAIL: the 2-rank job across the simulated nodes exited with $rc" >&2
@@ -96,9 +89,14 @@ if echo "$inodes" | grep -qx "$here_ns"; then
   exit 1
 fi
 
+# Two ranks per node: each node must be a host of its own to Open MPI, or ranks with the same
+# local rank on different nodes share one shared-memory segment (this crashed every run).
+echo "== 4 ranks, two per simulated node"
+sim_run 2 "$probe" --expect-ranks 4 --expect-nodes 2
+
 for p in "${payloads[@]}"; do
   echo "== payload: $p, 2 ranks, one per simulated node"
-  sim_run "$p"
+  sim_run 1 "$p"
 done
 
 if [ -n "$adakv" ] && [ -n "$tp2_model" ]; then
@@ -108,7 +106,7 @@ if [ -n "$adakv" ] && [ -n "$tp2_model" ]; then
   gen=(generate --model "$tp2_model" --prompt-file "$prompt"
     --max-tokens 24 --ignore-eos --threads 1 --json --policy adakv --budget 0.2)
   one="$("$adakv" "${gen[@]}" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["tokens"], j["kv"]["budgets"])')"
-  two="$(sim_run "$adakv" "${gen[@]}" |
+  two="$(sim_run 1 "$adakv" "${gen[@]}" |
     python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["tp"]["size"] == 2, j["tp"]; assert j["kv"]["budgets_agree_across_ranks"]; print(j["tokens"], j["kv"]["budgets"])')"
   if [ "$one" != "$two" ]; then
     echo "FAIL: TP 2 across the simulated nodes differs from one rank:" >&2
