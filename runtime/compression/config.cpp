@@ -238,6 +238,7 @@ CompressionConfig load_preset(const std::string& path) {
       {"pooling",
        [](const std::string& v, CompressionConfig& cfg) { cfg.pooling = parse_pooling(v); }},
       {"pool_kernel", size_value(&CompressionConfig::pool_kernel)},
+      {"pool_sink", size_value(&CompressionConfig::pool_sink)},
       {"gqa", [](const std::string& v, CompressionConfig& cfg) { cfg.gqa = parse_gqa(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},

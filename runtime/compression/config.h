@@ -30,6 +30,9 @@ struct CompressionConfig {
   double alpha = 0.2;  // Ada-KV safeguard floor
   Pooling pooling = Pooling::kMax;
   size_t pool_kernel = 7;  // odd
+  // The first pool_sink prompt positions (the attention sink) are scored by their own
+  // attention and left out of their neighbours' pooling. 0 = pool everything (official).
+  size_t pool_sink = 0;
   GqaAggregation gqa = GqaAggregation::kMean;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
@@ -68,8 +71,8 @@ GqaAggregation parse_gqa(const std::string& s);
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
-// pooling, pool_kernel, gqa, scope, rule, delta, b_min, pyramid_beta, sink; absent keys keep
-// their defaults, an empty file gives the defaults. Unreadable files, YAML syntax errors,
+// pooling, pool_kernel, pool_sink, gqa, scope, rule, delta, b_min, pyramid_beta, sink; absent keys
+// keep their defaults, an empty file gives the defaults. Unreadable files, YAML syntax errors,
 // unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and
 // the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path);

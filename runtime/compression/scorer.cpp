@@ -36,8 +36,17 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
                                                 Hkv, Dh, 1.0f / std::sqrt(static_cast<float>(Dh))),
                  "window_attention_mass");
   std::vector<float> pooled(Hq * prefix), scores(Hkv * prefix);
+  const size_t sink = std::min(c.pool_sink, prefix);
   for (size_t h = 0; h < Hq; ++h) {
-    pool1d(mass.data() + h * n, pooled.data() + h * prefix, prefix, c.pool_kernel, c.pooling);
+    float* row = mass.data() + h * n;
+    float* out = pooled.data() + h * prefix;
+    // Most heads park most of their attention on the first token. Pooled with the rest, that
+    // one peak would lift its kernel/2 neighbours above every real score of the head: they
+    // would be kept in every head and, for Ada-KV, decide the budgets.
+    const std::vector<float> sink_mass(row, row + sink);
+    std::fill(row, row + sink, 0.0f);
+    pool1d(row, out, prefix, c.pool_kernel, c.pooling);
+    std::copy(sink_mass.begin(), sink_mass.end(), out);
   }
   for (size_t g = 0; g < Hkv; ++g) {
     float* out = scores.data() + g * prefix;

@@ -11,7 +11,8 @@
 namespace adakv::compression {
 
 // q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), both after RoPE.
-// Returns scores [Hkv][n - W], row-major. Requires W < n.
+// Returns scores [Hkv][n - W], row-major. Requires W < n. With config.pool_sink = s, positions
+// 0..s-1 keep their unpooled mass and are zeros to the pooling of the others.
 std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
                                const CompressionConfig& config);

@@ -51,6 +51,7 @@ PolicyRun run_from_json(const json& j, const std::string& where) {
   if (j.contains("pooling"))
     c.pooling = compression::parse_pooling(get<std::string>(j, "pooling", where));
   if (j.contains("pool_kernel")) c.pool_kernel = get<size_t>(j, "pool_kernel", where);
+  if (j.contains("pool_sink")) c.pool_sink = get<size_t>(j, "pool_sink", where);
   if (j.contains("gqa")) c.gqa = compression::parse_gqa(get<std::string>(j, "gqa", where));
   return run;
 }
@@ -59,9 +60,10 @@ PolicyRun run_from_json(const json& j, const std::string& where) {
 std::string run_signature(const PolicyRun& r) {
   const auto& c = r.config;
   return r.label() + " (window " + std::to_string(c.window) + ", " +
-         compression::to_string(c.pooling) + " " + std::to_string(c.pool_kernel) + ", gqa " +
-         compression::to_string(c.gqa) + ", alpha " + std::to_string(c.alpha) + ", scope " +
-         compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) + ")";
+         compression::to_string(c.pooling) + " " + std::to_string(c.pool_kernel) + " sink " +
+         std::to_string(c.pool_sink) + ", gqa " + compression::to_string(c.gqa) + ", alpha " +
+         std::to_string(c.alpha) + ", scope " + compression::to_string(c.scope) + ", rule " +
+         compression::to_string(c.rule) + ")";
 }
 
 }  // namespace

@@ -220,7 +220,8 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     throw std::logic_error("compressed_copy needs a recording cache right after its prefill");
   }
   if (policy.window != compression_.window || policy.pooling != compression_.pooling ||
-      policy.pool_kernel != compression_.pool_kernel || policy.gqa != compression_.gqa) {
+      policy.pool_kernel != compression_.pool_kernel ||
+      policy.pool_sink != compression_.pool_sink || policy.gqa != compression_.gqa) {
     throw std::invalid_argument(
         "compressed_copy: window, pooling and GQA aggregation must match the recording");
   }

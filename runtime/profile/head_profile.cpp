@@ -233,6 +233,7 @@ nlohmann::json to_json(const HeadProfile& p) {
         {"rule", compression::to_string(c.rule)},
         {"pooling", compression::to_string(c.pooling)},
         {"pool_kernel", c.pool_kernel},
+        {"pool_sink", c.pool_sink},
         {"gqa", compression::to_string(c.gqa)}}},
       {"thresholds",
        {{"sink_tokens", p.thresholds.sink_tokens},

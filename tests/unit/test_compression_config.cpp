@@ -39,6 +39,7 @@ TEST(CompressionConfig, DefaultsFollowTheOfficialCode) {
   EXPECT_EQ(c.window, 32u);
   EXPECT_EQ(c.pooling, Pooling::kMax);
   EXPECT_EQ(c.pool_kernel, 7u);
+  EXPECT_EQ(c.pool_sink, 0u);  // the official code pools every position
   EXPECT_EQ(c.gqa, GqaAggregation::kMean);
   EXPECT_DOUBLE_EQ(c.alpha, 0.2);
   EXPECT_EQ(c.rule, Rule::kTopK);
@@ -190,6 +191,7 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_DOUBLE_EQ(d.alpha, ref.alpha);
   EXPECT_EQ(d.pooling, ref.pooling);
   EXPECT_EQ(d.pool_kernel, ref.pool_kernel);
+  EXPECT_EQ(d.pool_sink, ref.pool_sink);
   EXPECT_EQ(d.gqa, ref.gqa);
   EXPECT_EQ(d.scope, ref.scope);
   EXPECT_EQ(d.rule, ref.rule);
@@ -211,6 +213,7 @@ window: 16
 alpha: 0.5
 pooling: avg
 pool_kernel: 5
+pool_sink: 3
 gqa: max
 scope: global
 rule: waterfill
@@ -226,6 +229,7 @@ sink: 2
   EXPECT_DOUBLE_EQ(c.alpha, 0.5);
   EXPECT_EQ(c.pooling, Pooling::kAvg);
   EXPECT_EQ(c.pool_kernel, 5u);
+  EXPECT_EQ(c.pool_sink, 3u);
   EXPECT_EQ(c.gqa, GqaAggregation::kMax);
   EXPECT_EQ(c.scope, Scope::kGlobal);
   EXPECT_EQ(c.rule, Rule::kWaterfill);

@@ -1,0 +1,120 @@
+// The scorer of one layer (runtime/compression/scorer.h) against a reference spelled out here:
+// window attention mass (its kernel has its own test) -> pooling along the prefix, the first
+// pool_sink positions unpooled and left out of their neighbours' windows -> GQA mean or max.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "runtime/compression/scorer.h"
+#include "tests/unit/random_data.h"
+
+namespace c = adakv::compression;
+namespace k = adakv::kernels;
+
+namespace {
+
+// Pooling of a prefix of `mass` as torch's max_pool1d / avg_pool1d (stride 1, padding
+// kernel/2, the average dividing by the kernel), with positions < sink excluded.
+std::vector<float> reference_pool(const float* mass, size_t prefix, size_t kernel,
+                                  c::Pooling pooling, size_t sink) {
+  std::vector<float> out(prefix);
+  const long half = long(kernel / 2);
+  for (long i = 0; i < long(prefix); ++i) {
+    if (size_t(i) < sink) {
+      out[i] = mass[i];
+      continue;
+    }
+    float best = 0, sum = 0;
+    bool any = false;
+    for (long j = i - half; j <= i + half; ++j) {
+      const float v = (j < 0 || j >= long(prefix) || size_t(j) < sink) ? 0.0f : mass[j];
+      if (j >= 0 && j < long(prefix)) {
+        best = any ? std::max(best, v) : v;
+        any = true;
+      }
+      sum += v;
+    }
+    out[i] = pooling == c::Pooling::kMax ? best : sum / float(kernel);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Pool1d, MatchesTorchSemanticsOnAHandExample) {
+  const float in[] = {1, 5, 2, 0, 3};
+  float out[5];
+  c::pool1d(in, out, 5, 3, c::Pooling::kMax);
+  EXPECT_EQ(std::vector<float>(out, out + 5), (std::vector<float>{5, 5, 5, 3, 3}));
+  c::pool1d(in, out, 5, 3, c::Pooling::kAvg);
+  const float want[] = {6.0f / 3, 8.0f / 3, 7.0f / 3, 5.0f / 3, 3.0f / 3};
+  for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(out[i], want[i]) << i;
+}
+
+TEST(ScoreLayer, MatchesTheReferenceForEveryPoolingGqaAndSink) {
+  const size_t n = 61, W = 8, Hq = 6, Hkv = 2, Dh = 16, prefix = n - W, group = Hq / Hkv;
+  const auto q = adakv::test::random_vector(n * Hq * Dh, 11, 1.0f);
+  const auto kk = adakv::test::random_vector(n * Hkv * Dh, 12, 1.0f);
+  std::vector<float> mass(Hq * n);
+  k::check(k::window_attention_mass(mass.data(), q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, W, Hq,
+                                    Hkv, Dh, 1.0f / std::sqrt(float(Dh))),
+           "window_attention_mass");
+  for (c::Pooling pooling : {c::Pooling::kMax, c::Pooling::kAvg}) {
+    for (c::GqaAggregation gqa : {c::GqaAggregation::kMean, c::GqaAggregation::kMax}) {
+      for (size_t sink : {size_t{0}, size_t{1}, size_t{4}, prefix + 5}) {
+        SCOPED_TRACE(testing::Message()
+                     << c::to_string(pooling) << " gqa " << c::to_string(gqa) << " sink " << sink);
+        c::CompressionConfig config;
+        config.window = W;
+        config.pooling = pooling;
+        config.pool_kernel = 7;
+        config.pool_sink = sink;
+        config.gqa = gqa;
+        const auto got =
+            c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, Hq, Hkv, Dh, config);
+        ASSERT_EQ(got.size(), Hkv * prefix);
+        for (size_t g = 0; g < Hkv; ++g) {
+          std::vector<float> want(prefix, gqa == c::GqaAggregation::kMax ? -1.0f : 0.0f);
+          for (size_t r = 0; r < group; ++r) {
+            const auto pooled =
+                reference_pool(mass.data() + (g * group + r) * n, prefix, 7, pooling, sink);
+            for (size_t j = 0; j < prefix; ++j) {
+              want[j] = gqa == c::GqaAggregation::kMax ? std::max(want[j], pooled[j])
+                                                       : want[j] + pooled[j] / float(group);
+            }
+          }
+          for (size_t j = 0; j < prefix; ++j) {
+            ASSERT_NEAR(got[g * prefix + j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
+                << "kv head " << g << " position " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The reason for pool_sink: a dominant first token must not lift its neighbours.
+TEST(ScoreLayer, ASinkDoesNotLiftItsNeighbours) {
+  // Keys: position 0 matches every query strongly, the rest are orthogonal to the queries.
+  const size_t n = 40, W = 4, Dh = 4;
+  std::vector<float> q(n * Dh, 0.0f), kk(n * Dh, 0.0f);
+  for (size_t i = 0; i < n; ++i) q[i * Dh] = 4.0f;
+  kk[0] = 4.0f;
+  for (size_t i = 1; i < n; ++i) kk[i * Dh + 1] = 1.0f;
+  c::CompressionConfig config;
+  config.window = W;
+  config.pooling = c::Pooling::kAvg;
+  config.pool_kernel = 9;
+  const auto pooled = c::score_layer(q.data(), Dh, kk.data(), Dh, n, 1, 1, Dh, config);
+  config.pool_sink = 1;
+  const auto sunk = c::score_layer(q.data(), Dh, kk.data(), Dh, n, 1, 1, Dh, config);
+  // Pooled with the rest, the sink's 1/9 share makes positions 1..4 outrank position 10.
+  EXPECT_GT(pooled[3], 2 * pooled[10]);
+  // Left out, position 0 keeps its whole mass and its neighbours score like everyone else.
+  EXPECT_GT(sunk[0], 9 * pooled[0] * 0.99f);
+  EXPECT_NEAR(sunk[5], sunk[10], 1e-6f);  // both windows hold 9 non-sink positions
+  EXPECT_GT(sunk[0], 100 * sunk[3]);
+}
