@@ -204,6 +204,17 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   const CompressionConfig s = load_preset(kPresetDir + "snapkv.yaml");
   EXPECT_EQ(s.policy, Policy::kSnapKV);
   EXPECT_EQ(s.budget_tokens, 128u);
+
+  // The default model's preset: the official allocation, a span scorer with the sink apart.
+  const CompressionConfig m = load_preset(kPresetDir + "smollm2-135m.yaml");
+  EXPECT_EQ(m.policy, Policy::kAdaKV);
+  EXPECT_DOUBLE_EQ(m.alpha, ref.alpha);
+  EXPECT_EQ(m.rule, ref.rule);
+  EXPECT_EQ(m.scope, ref.scope);
+  EXPECT_EQ(m.pooling, Pooling::kAvg);
+  EXPECT_EQ(m.pool_kernel, 21u);
+  EXPECT_EQ(m.pool_sink, 4u);
+  EXPECT_EQ(m.gqa, GqaAggregation::kMax);
 }
 
 TEST(CompressionPreset, ValuesOfEveryKindParse) {
