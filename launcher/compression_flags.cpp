@@ -20,6 +20,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
   app->add_option("--pool-kernel", pool_kernel, "Pooling kernel, odd (default 7)");
   app->add_option("--pool-sink", pool_sink,
                   "First prompt tokens scored unpooled, outside the pooling (default 0)");
+  app->add_option("--pool-shift", pool_shift,
+                  "Pooling span moved this many tokens back: attention on a word lifts the "
+                  "tokens after it (default 0, centred; at most kernel/2)");
   app->add_option("--gqa", gqa, "Query heads -> KV head score: mean|max");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
@@ -45,6 +48,7 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   if (!pooling.empty()) c.pooling = compression::parse_pooling(pooling);
   if (given("--pool-kernel")) c.pool_kernel = non_negative(pool_kernel, "--pool-kernel");
   if (given("--pool-sink")) c.pool_sink = non_negative(pool_sink, "--pool-sink");
+  if (given("--pool-shift")) c.pool_shift = non_negative(pool_shift, "--pool-shift");
   if (!gqa.empty()) c.gqa = compression::parse_gqa(gqa);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");

@@ -154,6 +154,10 @@ void CompressionConfig::validate(size_t n) const {
   if (pool_kernel == 0 || pool_kernel % 2 == 0) {
     fail("pool_kernel must be odd (got " + std::to_string(pool_kernel) + ")");
   }
+  if (pool_shift > pool_kernel / 2) {
+    fail("pool_shift must be at most pool_kernel / 2 = " + std::to_string(pool_kernel / 2) +
+         " (got " + std::to_string(pool_shift) + ")");
+  }
   if (delta == 0) fail("delta must be >= 1 (got 0)");
   if (!(pyramid_beta > 0.0 && std::isfinite(pyramid_beta))) {
     fail("pyramid_beta must be > 0 (got " + num(pyramid_beta) + ")");
@@ -239,6 +243,7 @@ CompressionConfig load_preset(const std::string& path) {
        [](const std::string& v, CompressionConfig& cfg) { cfg.pooling = parse_pooling(v); }},
       {"pool_kernel", size_value(&CompressionConfig::pool_kernel)},
       {"pool_sink", size_value(&CompressionConfig::pool_sink)},
+      {"pool_shift", size_value(&CompressionConfig::pool_shift)},
       {"gqa", [](const std::string& v, CompressionConfig& cfg) { cfg.gqa = parse_gqa(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},

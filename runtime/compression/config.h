@@ -33,6 +33,10 @@ struct CompressionConfig {
   // The first pool_sink prompt positions (the attention sink) are scored by their own
   // attention and left out of their neighbours' pooling. 0 = pool everything (official).
   size_t pool_sink = 0;
+  // Moves each position's pooling span pool_shift tokens back (0 <= pool_shift <= kernel/2):
+  // attention paid to a word then also lifts the pool_shift tokens after it, which is what
+  // copying a number needs (the window reads the words before it). 0 = centred (official).
+  size_t pool_shift = 0;
   GqaAggregation gqa = GqaAggregation::kMean;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
@@ -71,9 +75,9 @@ GqaAggregation parse_gqa(const std::string& s);
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
-// pooling, pool_kernel, pool_sink, gqa, scope, rule, delta, b_min, pyramid_beta, sink; absent keys
-// keep their defaults, an empty file gives the defaults. Unreadable files, YAML syntax errors,
-// unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and
+// pooling, pool_kernel, pool_sink, pool_shift, gqa, scope, rule, delta, b_min, pyramid_beta, sink;
+// absent keys keep their defaults, an empty file gives the defaults. Unreadable files, YAML syntax
+// errors, unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and
 // the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path);
 

@@ -8,11 +8,13 @@
 
 namespace adakv::compression {
 
-void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling pooling) {
+void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling pooling, size_t shift) {
   const ptrdiff_t half = static_cast<ptrdiff_t>(kernel / 2);
+  const ptrdiff_t back = half + static_cast<ptrdiff_t>(shift);
+  const ptrdiff_t ahead = half - static_cast<ptrdiff_t>(shift);
   for (ptrdiff_t i = 0; i < static_cast<ptrdiff_t>(n); ++i) {
-    const ptrdiff_t lo = std::max<ptrdiff_t>(0, i - half);
-    const ptrdiff_t hi = std::min<ptrdiff_t>(static_cast<ptrdiff_t>(n) - 1, i + half);
+    const ptrdiff_t lo = std::max<ptrdiff_t>(0, i - back);
+    const ptrdiff_t hi = std::min<ptrdiff_t>(static_cast<ptrdiff_t>(n) - 1, i + ahead);
     if (pooling == Pooling::kMax) {
       float m = in[lo];
       for (ptrdiff_t j = lo + 1; j <= hi; ++j) m = std::max(m, in[j]);
@@ -45,7 +47,7 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
     // would be kept in every head and, for Ada-KV, decide the budgets.
     const std::vector<float> sink_mass(row, row + sink);
     std::fill(row, row + sink, 0.0f);
-    pool1d(row, out, prefix, c.pool_kernel, c.pooling);
+    pool1d(row, out, prefix, c.pool_kernel, c.pooling, c.pool_shift);
     std::copy(sink_mass.begin(), sink_mass.end(), out);
   }
   for (size_t g = 0; g < Hkv; ++g) {

@@ -19,6 +19,9 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
 
 // The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
 // kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).
-void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling pooling);
+// shift (<= kernel/2) moves the span of position i back: [i - kernel/2 - shift, i + kernel/2 -
+// shift].
+void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling pooling,
+            size_t shift = 0);
 
 }  // namespace adakv::compression

@@ -304,6 +304,7 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"pooling", compression::to_string(c.pooling)},
                     {"pool_kernel", c.pool_kernel},
                     {"pool_sink", c.pool_sink},
+                    {"pool_shift", c.pool_shift},
                     {"gqa", compression::to_string(c.gqa)},
                     {"accuracy", num(r.accuracy(i))},
                     {"relative_to_full", full > 0 ? num(r.accuracy(i) / full) : json(nullptr)},

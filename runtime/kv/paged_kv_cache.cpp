@@ -221,7 +221,8 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
   }
   if (policy.window != compression_.window || policy.pooling != compression_.pooling ||
       policy.pool_kernel != compression_.pool_kernel ||
-      policy.pool_sink != compression_.pool_sink || policy.gqa != compression_.gqa) {
+      policy.pool_sink != compression_.pool_sink || policy.pool_shift != compression_.pool_shift ||
+      policy.gqa != compression_.gqa) {
     throw std::invalid_argument(
         "compressed_copy: window, pooling and GQA aggregation must match the recording");
   }

@@ -90,6 +90,7 @@ TEST(CompressionConfig, EveryBadValueNamesItsField) {
       {[](auto& c) { c.pyramid_beta = 0.0; }, {"pyramid_beta", "0"}},
       {[](auto& c) { c.pyramid_beta = -2.0; }, {"pyramid_beta", "-2"}},
       {[](auto& c) { c.window = 0; }, {"window", "0"}},
+      {[](auto& c) { c.pool_shift = 4; }, {"pool_shift", "4", "3"}},  // kernel 7: at most 3
       {[](auto& c) { c.budget_tokens = 16; }, {"budget", "16", "window", "32"}},
       {[](auto& c) {
          c.policy = Policy::kStreaming;
@@ -192,6 +193,7 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(d.pooling, ref.pooling);
   EXPECT_EQ(d.pool_kernel, ref.pool_kernel);
   EXPECT_EQ(d.pool_sink, ref.pool_sink);
+  EXPECT_EQ(d.pool_shift, ref.pool_shift);
   EXPECT_EQ(d.gqa, ref.gqa);
   EXPECT_EQ(d.scope, ref.scope);
   EXPECT_EQ(d.rule, ref.rule);
@@ -225,6 +227,7 @@ alpha: 0.5
 pooling: avg
 pool_kernel: 5
 pool_sink: 3
+pool_shift: 2
 gqa: max
 scope: global
 rule: waterfill
@@ -241,6 +244,7 @@ sink: 2
   EXPECT_EQ(c.pooling, Pooling::kAvg);
   EXPECT_EQ(c.pool_kernel, 5u);
   EXPECT_EQ(c.pool_sink, 3u);
+  EXPECT_EQ(c.pool_shift, 2u);
   EXPECT_EQ(c.gqa, GqaAggregation::kMax);
   EXPECT_EQ(c.scope, Scope::kGlobal);
   EXPECT_EQ(c.rule, Rule::kWaterfill);
@@ -266,6 +270,7 @@ TEST(CompressionPreset, BadFilesNameTheFileAndKey) {
       {"novalue", "alpha:\n", {"alpha"}},
       {"range", "alpha: 2\n", {"alpha", "2"}},
       {"even", "pool_kernel: 4\n", {"pool_kernel", "4"}},
+      {"shift", "pool_kernel: 5\npool_shift: 3\n", {"pool_shift", "3", "2"}},
       {"badname", "rule: greedy\n", {"rule", "greedy", "topk|waterfill"}},
       {"budget", "budget: 1.5\n", {"budget", "1.5"}},
       {"toosmall", "budget: 16\n", {"budget", "16", "window"}},

@@ -1,6 +1,7 @@
 // The scorer of one layer (runtime/compression/scorer.h) against a reference spelled out here:
 // window attention mass (its kernel has its own test) -> pooling along the prefix, the first
-// pool_sink positions unpooled and left out of their neighbours' windows -> GQA mean or max.
+// pool_sink positions unpooled and left out of their neighbours' windows, each window moved
+// pool_shift tokens back -> GQA mean or max.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +18,10 @@ namespace k = adakv::kernels;
 namespace {
 
 // Pooling of a prefix of `mass` as torch's max_pool1d / avg_pool1d (stride 1, padding
-// kernel/2, the average dividing by the kernel), with positions < sink excluded.
+// kernel/2, the average dividing by the kernel), with positions < sink excluded and the window
+// of position i being [i - kernel/2 - shift, i + kernel/2 - shift].
 std::vector<float> reference_pool(const float* mass, size_t prefix, size_t kernel,
-                                  c::Pooling pooling, size_t sink) {
+                                  c::Pooling pooling, size_t sink, size_t shift) {
   std::vector<float> out(prefix);
   const long half = long(kernel / 2);
   for (long i = 0; i < long(prefix); ++i) {
@@ -29,7 +31,7 @@ std::vector<float> reference_pool(const float* mass, size_t prefix, size_t kerne
     }
     float best = 0, sum = 0;
     bool any = false;
-    for (long j = i - half; j <= i + half; ++j) {
+    for (long j = i - half - long(shift); j <= i + half - long(shift); ++j) {
       const float v = (j < 0 || j >= long(prefix) || size_t(j) < sink) ? 0.0f : mass[j];
       if (j >= 0 && j < long(prefix)) {
         best = any ? std::max(best, v) : v;
@@ -54,7 +56,17 @@ TEST(Pool1d, MatchesTorchSemanticsOnAHandExample) {
   for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(out[i], want[i]) << i;
 }
 
-TEST(ScoreLayer, MatchesTheReferenceForEveryPoolingGqaAndSink) {
+// Shifted by one, position i pools [i - 2, i]: a peak lifts the two positions after it.
+TEST(Pool1d, AShiftedWindowLooksBack) {
+  const float in[] = {0, 9, 0, 0, 0};
+  float out[5];
+  c::pool1d(in, out, 5, 3, c::Pooling::kMax, 1);
+  EXPECT_EQ(std::vector<float>(out, out + 5), (std::vector<float>{0, 9, 9, 9, 0}));
+  c::pool1d(in, out, 5, 3, c::Pooling::kAvg, 1);
+  EXPECT_EQ(std::vector<float>(out, out + 5), (std::vector<float>{0, 3, 3, 3, 0}));
+}
+
+TEST(ScoreLayer, MatchesTheReferenceForEveryPoolingGqaSinkAndShift) {
   const size_t n = 61, W = 8, Hq = 6, Hkv = 2, Dh = 16, prefix = n - W, group = Hq / Hkv;
   const auto q = adakv::test::random_vector(n * Hq * Dh, 11, 1.0f);
   const auto kk = adakv::test::random_vector(n * Hkv * Dh, 12, 1.0f);
@@ -64,34 +76,36 @@ TEST(ScoreLayer, MatchesTheReferenceForEveryPoolingGqaAndSink) {
            "window_attention_mass");
   for (c::Pooling pooling : {c::Pooling::kMax, c::Pooling::kAvg}) {
     for (c::GqaAggregation gqa : {c::GqaAggregation::kMean, c::GqaAggregation::kMax}) {
-      for (size_t sink : {size_t{0}, size_t{1}, size_t{4}, prefix + 5}) {
-        SCOPED_TRACE(testing::Message()
-                     << c::to_string(pooling) << " gqa " << c::to_string(gqa) << " sink " << sink);
-        c::CompressionConfig config;
-        config.window = W;
-        config.pooling = pooling;
-        config.pool_kernel = 7;
-        config.pool_sink = sink;
-        config.gqa = gqa;
-        const auto got =
-            c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, Hq, Hkv, Dh, config);
-        ASSERT_EQ(got.size(), Hkv * prefix);
-        for (size_t g = 0; g < Hkv; ++g) {
-          std::vector<float> want(prefix, gqa == c::GqaAggregation::kMax ? -1.0f : 0.0f);
-          for (size_t r = 0; r < group; ++r) {
-            const auto pooled =
-                reference_pool(mass.data() + (g * group + r) * n, prefix, 7, pooling, sink);
+      for (size_t sink : {size_t{0}, size_t{1}, size_t{4}, prefix + 5})
+        for (size_t shift : {size_t{0}, size_t{2}, size_t{3}}) {
+          SCOPED_TRACE(testing::Message() << c::to_string(pooling) << " gqa " << c::to_string(gqa)
+                                          << " sink " << sink << " shift " << shift);
+          c::CompressionConfig config;
+          config.window = W;
+          config.pooling = pooling;
+          config.pool_kernel = 7;
+          config.pool_sink = sink;
+          config.pool_shift = shift;
+          config.gqa = gqa;
+          const auto got =
+              c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, Hq, Hkv, Dh, config);
+          ASSERT_EQ(got.size(), Hkv * prefix);
+          for (size_t g = 0; g < Hkv; ++g) {
+            std::vector<float> want(prefix, gqa == c::GqaAggregation::kMax ? -1.0f : 0.0f);
+            for (size_t r = 0; r < group; ++r) {
+              const auto pooled = reference_pool(mass.data() + (g * group + r) * n, prefix, 7,
+                                                 pooling, sink, shift);
+              for (size_t j = 0; j < prefix; ++j) {
+                want[j] = gqa == c::GqaAggregation::kMax ? std::max(want[j], pooled[j])
+                                                         : want[j] + pooled[j] / float(group);
+              }
+            }
             for (size_t j = 0; j < prefix; ++j) {
-              want[j] = gqa == c::GqaAggregation::kMax ? std::max(want[j], pooled[j])
-                                                       : want[j] + pooled[j] / float(group);
+              ASSERT_NEAR(got[g * prefix + j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
+                  << "kv head " << g << " position " << j;
             }
           }
-          for (size_t j = 0; j < prefix; ++j) {
-            ASSERT_NEAR(got[g * prefix + j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
-                << "kv head " << g << " position " << j;
-          }
         }
-      }
     }
   }
 }
