@@ -216,6 +216,7 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(m.pooling, Pooling::kAvg);
   EXPECT_EQ(m.pool_kernel, 21u);
   EXPECT_EQ(m.pool_sink, 4u);
+  EXPECT_EQ(m.pool_shift, 3u);
   EXPECT_EQ(m.gqa, GqaAggregation::kMax);
 }
 
