@@ -247,8 +247,18 @@ std::string format_summary(const EvalResult& r) {
                   full > 0 ? pct(r.accuracy(ada) / full).c_str() : "-");
     out += buf;
     if (snap != std::string::npos) {
-      std::snprintf(buf, sizeof buf, "; %+.1f points vs snapkv",
-                    100 * (r.accuracy(ada) - r.accuracy(snap)));
+      // The prompts where the two disagree: on a grid this size a point is a prompt or two,
+      // and these counts say whether a gap is one policy winning or both trading misses.
+      size_t only_ada = 0, only_snap = 0;
+      for (const TrialRecord& rec : r.records) {
+        only_ada += rec.runs[ada].correct && !rec.runs[snap].correct;
+        only_snap += rec.runs[snap].correct && !rec.runs[ada].correct;
+      }
+      std::snprintf(buf, sizeof buf,
+                    "; %+.1f points vs snapkv (prompts right with only one of them: %s %zu, "
+                    "snapkv %zu)",
+                    100 * (r.accuracy(ada) - r.accuracy(snap)), run.policy.c_str(), only_ada,
+                    only_snap);
       out += buf;
     }
     out += "\n";

@@ -276,7 +276,9 @@ TEST(Results, AggregateByRunLengthAndCell) {
   EXPECT_DOUBLE_EQ(r.kv_kept(1), (2 * 1.0 + 6 * 0.2) / 8);
 
   const std::string table = format_summary(r);
-  EXPECT_NE(table.find("adakv @ 20%: 75.0% of full; +50.0 points vs snapkv"), std::string::npos)
+  EXPECT_NE(table.find("adakv @ 20%: 75.0% of full; +50.0 points vs snapkv (prompts right with "
+                       "only one of them: adakv 4, snapkv 0)"),
+            std::string::npos)
       << table;
   EXPECT_NE(format_cells(r).find("adakv @ 20%"), std::string::npos);
   const auto j = to_json(r);
