@@ -140,6 +140,11 @@ bool CompressionConfig::keeps_everything(size_t n) const {
   return policy == Policy::kFull || budget_per_head(n) >= n;
 }
 
+bool CompressionConfig::same_scoring(const CompressionConfig& o) const {
+  return window == o.window && pooling == o.pooling && pool_kernel == o.pool_kernel &&
+         pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa;
+}
+
 void CompressionConfig::validate(size_t n) const {
   auto fail = [](const std::string& msg) { throw std::invalid_argument(msg); };
   if (budget_tokens == 0) {

@@ -49,6 +49,9 @@ struct CompressionConfig {
   size_t budget_per_head(size_t n) const;
   // True when this policy and budget keep every token of an n-token prompt.
   bool keeps_everything(size_t n) const;
+  // True when `other` scores tokens exactly as this config does (window, pooling, kernel, sink,
+  // shift, GQA aggregation): scores recorded under one serve every policy of the other.
+  bool same_scoring(const CompressionConfig& other) const;
   // Throws std::invalid_argument naming the bad field (negative or zero budget, ratio > 1,
   // alpha outside [0, 1], even or zero pool kernel, delta 0, beta <= 0, window 0; unless the
   // policy is full: a token budget smaller than the window, a streaming sink not below the

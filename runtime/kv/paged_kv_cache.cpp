@@ -219,12 +219,10 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
   if (!record_scores_ || n == 0 || position_ != n) {
     throw std::logic_error("compressed_copy needs a recording cache right after its prefill");
   }
-  if (policy.window != compression_.window || policy.pooling != compression_.pooling ||
-      policy.pool_kernel != compression_.pool_kernel ||
-      policy.pool_sink != compression_.pool_sink || policy.pool_shift != compression_.pool_shift ||
-      policy.gqa != compression_.gqa) {
+  if (!policy.same_scoring(compression_)) {
     throw std::invalid_argument(
-        "compressed_copy: window, pooling and GQA aggregation must match the recording");
+        "compressed_copy: window, pooling (kernel, sink, shift) and GQA aggregation must match "
+        "the recording");
   }
   auto copy = std::make_unique<PagedKvCache>(pool_, model_, policy, group_);
   copy->position_ = position_;

@@ -73,6 +73,29 @@ TEST(CompressionConfig, KeepsEverything) {
   EXPECT_TRUE(c.keeps_everything(100000));
 }
 
+// Scores recorded once serve any policy and budget, but not another scorer.
+TEST(CompressionConfig, SameScoringIgnoresPolicyAndBudgetOnly) {
+  const CompressionConfig base;
+  CompressionConfig other = base;
+  other.policy = Policy::kSnapKV;
+  other.budget_ratio = 0.5;
+  other.alpha = 0.7;
+  EXPECT_TRUE(base.same_scoring(other));
+  const std::vector<void (*)(CompressionConfig&)> scorer_changes = {
+      [](CompressionConfig& c) { c.window = 16; },
+      [](CompressionConfig& c) { c.pooling = Pooling::kAvg; },
+      [](CompressionConfig& c) { c.pool_kernel = 9; },
+      [](CompressionConfig& c) { c.pool_sink = 4; },
+      [](CompressionConfig& c) { c.pool_shift = 2; },
+      [](CompressionConfig& c) { c.gqa = GqaAggregation::kMax; },
+  };
+  for (size_t i = 0; i < scorer_changes.size(); ++i) {
+    CompressionConfig changed = base;
+    scorer_changes[i](changed);
+    EXPECT_FALSE(base.same_scoring(changed)) << "change " << i;
+  }
+}
+
 TEST(CompressionConfig, EveryBadValueNamesItsField) {
   struct Case {
     std::function<void(CompressionConfig&)> set;
