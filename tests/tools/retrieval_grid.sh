@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The README's retrieval grid in one command: passkey and niah at 1k, 2k, 4k and 8k tokens x
+# 5 depths x TRIALS prompts per cell, budgets 10/20/50%, every compression policy, the SmolLM2
+# preset. The two tasks run side by side, one thread each (the grid is prefill-bound: about
+# 100 minutes on 2 cores at 10 trials). Each task's merged table lands in OUT/<task>/.
+#
+#   tests/tools/retrieval_grid.sh OUT SEED [TRIALS]
+set -euo pipefail
+out=${1:?usage: retrieval_grid.sh OUT SEED [TRIALS]}
+seed=${2:?usage: retrieval_grid.sh OUT SEED [TRIALS]}
+trials=${3:-10}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+adakv=$top/build/adakv
+preset=$top/configs/compression/smollm2-135m.yaml
+[ -x "$adakv" ] || { echo "retrieval_grid: $adakv is missing; run 'make build' first" >&2; exit 2; }
+mkdir -p "$out"
+
+run_task() {
+  local task=$1 len
+  for len in 1024 2048 4096 8000; do
+    "$adakv" eval "$task" --lengths "$len" --trials "$trials" --seed "$seed" --threads 1 \
+      --budgets 0.1,0.2,0.5 --policies snapkv,adakv,pyramidkv,ada-pyramid --preset "$preset" \
+      --out "$out/$task-$len" >"$out/$task-$len.log" 2>&1
+  done
+  "$adakv" eval report "$out/$task"-*/"${task}_results.json" --out "$out/$task" >"$out/$task.log"
+}
+
+run_task passkey &
+passkey=$!
+run_task niah &
+niah=$!
+status=0
+wait "$passkey" || { echo "retrieval_grid: passkey failed, see $out/passkey-*.log" >&2; status=1; }
+wait "$niah" || { echo "retrieval_grid: niah failed, see $out/niah-*.log" >&2; status=1; }
+[ "$status" = 0 ] && cat "$out/passkey.log" "$out/niah.log"
+exit "$status"
