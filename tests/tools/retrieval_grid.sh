@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The README's retrieval grid in one command: passkey and niah at 1k, 2k, 4k and 8k tokens x
 # 5 depths x TRIALS prompts per cell, budgets 10/20/50%, every compression policy, the SmolLM2
-# preset. The two tasks run side by side, one thread each (the grid is prefill-bound: about
-# 100 minutes on 2 cores at 10 trials). Each task's merged table lands in OUT/<task>/.
+# preset. The two tasks run side by side, one thread each; the grid is prefill-bound (on 2 cores
+# at 10 trials: about 35 minutes up to 4k, 8k alone about 100 more, hence TRIALS_8K). A length
+# whose results file exists is not run again, so a stopped grid resumes. Each task's merged
+# table lands in OUT/<task>/.
 #
-#   tests/tools/retrieval_grid.sh OUT SEED [TRIALS]
+#   tests/tools/retrieval_grid.sh OUT SEED [TRIALS [TRIALS_8K]]
 set -euo pipefail
-out=${1:?usage: retrieval_grid.sh OUT SEED [TRIALS]}
-seed=${2:?usage: retrieval_grid.sh OUT SEED [TRIALS]}
+out=${1:?usage: retrieval_grid.sh OUT SEED [TRIALS [TRIALS_8K]]}
+seed=${2:?usage: retrieval_grid.sh OUT SEED [TRIALS [TRIALS_8K]]}
 trials=${3:-10}
+trials_8k=${4:-$trials}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 adakv=$top/build/adakv
 preset=$top/configs/compression/smollm2-135m.yaml
@@ -16,9 +19,12 @@ preset=$top/configs/compression/smollm2-135m.yaml
 mkdir -p "$out"
 
 run_task() {
-  local task=$1 len
+  local task=$1 len n
   for len in 1024 2048 4096 8000; do
-    "$adakv" eval "$task" --lengths "$len" --trials "$trials" --seed "$seed" --threads 1 \
+    [ -f "$out/$task-$len/${task}_results.json" ] && continue
+    n=$trials
+    [ "$len" = 8000 ] && n=$trials_8k
+    "$adakv" eval "$task" --lengths "$len" --trials "$n" --seed "$seed" --threads 1 \
       --budgets 0.1,0.2,0.5 --policies snapkv,adakv,pyramidkv,ada-pyramid --preset "$preset" \
       --out "$out/$task-$len" >"$out/$task-$len.log" 2>&1
   done
