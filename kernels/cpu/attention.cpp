@@ -22,9 +22,18 @@ namespace {
 
 constexpr size_t kQueryBlock = 16;
 constexpr size_t kKeyBlock = 64;
-constexpr size_t kLanes = 16;  // floats per vector (one AVX-512 register; two AVX2 ones)
+// One native vector: the register blocking below must fit the register file, or the compiler
+// spills accumulators to the stack on every step (a 16-float vector on AVX2 is two registers,
+// and the 4 x 4 block that suits AVX-512 ran ~5x slower there).
+#if defined(__AVX512F__)
+constexpr size_t kLanes = 16;
+constexpr size_t kRowsPerPass = 4;  // rows x kColsPerPass accumulators: 16 of 32 registers
+#else
+constexpr size_t kLanes = 8;
+constexpr size_t kRowsPerPass = 2;  // 8 accumulators of 16 registers
+#endif
+constexpr size_t kColsPerPass = 4;  // vectors per row in one register block
 constexpr size_t kKeyVecs = kKeyBlock / kLanes;
-constexpr size_t kRowsPerPass = 4;  // query rows whose score accumulators stay in registers
 
 // GCC/Clang vector extension: lowered to the widest vectors the target has.
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
@@ -52,7 +61,7 @@ float dot(const float* a, const float* b, size_t n) {
 // The one micro-kernel of the tiled path, a register-tiled small matrix product:
 //   c[r][:] = (scale ? c[r][:] * scale[r] : 0) + sum_k a[r][k] * b[k][:]
 // for rows r < R and k < K, each c and b row NV whole vectors long (strides in floats). R * NV
-// accumulators stay in registers while each b row is loaded once for all R rows.
+// accumulators stay in registers; each step loads NV vectors of b and R scalars of a.
 template <size_t R, size_t NV>
 void gemm_tile(float* c, size_t c_stride, const float* scale, const float* a, size_t a_stride,
                const float* b, size_t b_stride, size_t K) {
@@ -75,13 +84,25 @@ void gemm_tile(float* c, size_t c_stride, const float* scale, const float* a, si
   }
 }
 
+// The same product for a whole tile, ROWS x NV vectors, as register blocks of kRowsPerPass rows
+// x kColsPerPass vectors (scale, when given, has ROWS entries).
+template <size_t ROWS, size_t NV>
+void gemm_blocks(float* c, size_t c_stride, const float* scale, const float* a, size_t a_stride,
+                 const float* b, size_t b_stride, size_t K) {
+  constexpr size_t R = kRowsPerPass, P = NV < kColsPerPass ? NV : kColsPerPass;
+  static_assert(ROWS % R == 0 && NV % P == 0, "tile must split into whole register blocks");
+  for (size_t r0 = 0; r0 < ROWS; r0 += R) {
+    for (size_t v0 = 0; v0 < NV; v0 += P) {
+      gemm_tile<R, P>(c + r0 * c_stride + v0 * kLanes, c_stride, scale ? scale + r0 : nullptr,
+                      a + r0 * a_stride, a_stride, b + v0 * kLanes, b_stride, K);
+    }
+  }
+}
+
 // scores[i][j] = q[i] . key j of the block, for all kQueryBlock rows. q: [kQueryBlock][Dh]
 // (pre-scaled), kt: [Dh][kKeyBlock] (the packed block), scores: [kQueryBlock][kKeyBlock].
 void score_tile(float* scores, const float* q, const float* kt, size_t Dh) {
-  for (size_t i0 = 0; i0 < kQueryBlock; i0 += kRowsPerPass) {
-    gemm_tile<kRowsPerPass, kKeyVecs>(scores + i0 * kKeyBlock, kKeyBlock, nullptr, q + i0 * Dh, Dh,
-                                      kt, kKeyBlock, Dh);
-  }
+  gemm_blocks<kQueryBlock, kKeyVecs>(scores, kKeyBlock, nullptr, q, Dh, kt, kKeyBlock, Dh);
 }
 
 // One row of a score tile in the online softmax: s[j] becomes exp(s[j] - m) for the visible
@@ -124,11 +145,7 @@ float softmax_row_update(float* s, size_t visible, float& row_max, float& row_su
 template <size_t DV>
 void accumulate_tile(float* acc, const float* correction, const float* p, const float* v,
                      size_t v_stride, size_t nk) {
-  constexpr size_t R = DV >= 8 ? 2 : kRowsPerPass;  // keep R * DV accumulators in registers
-  for (size_t i0 = 0; i0 < kQueryBlock; i0 += R) {
-    gemm_tile<R, DV>(acc + i0 * DV * kLanes, DV * kLanes, correction + i0, p + i0 * kKeyBlock,
-                     kKeyBlock, v, v_stride, nk);
-  }
+  gemm_blocks<kQueryBlock, DV>(acc, DV * kLanes, correction, p, kKeyBlock, v, v_stride, nk);
 }
 
 template <size_t DV>
@@ -264,10 +281,10 @@ Status attention_causal(float* out, const float* q, const float* k, const float*
   if (Hkv == 0 || Hq % Hkv != 0 || T > n_kv || Dh == 0) return Status::kInvalidArgument;
   if (T == 0) return Status::kOk;
   // The tiled path is instantiated per head size (whole vectors per row).
-  const auto tiled = Dh == 16    ? attention_tiled<1>
-                     : Dh == 32  ? attention_tiled<2>
-                     : Dh == 64  ? attention_tiled<4>
-                     : Dh == 128 ? attention_tiled<8>
+  const auto tiled = Dh == 16    ? attention_tiled<16 / kLanes>
+                     : Dh == 32  ? attention_tiled<32 / kLanes>
+                     : Dh == 64  ? attention_tiled<64 / kLanes>
+                     : Dh == 128 ? attention_tiled<128 / kLanes>
                                  : nullptr;
   if (T >= kQueryBlock && tiled) {
     tiled(out, q, k, v, T, n_kv, Hq, Hkv, q_stride, kv_stride, out_stride, scale);
