@@ -24,7 +24,7 @@ constexpr size_t kQueryBlock = 16;
 constexpr size_t kKeyBlock = 64;
 // One native vector: the register blocking below must fit the register file, or the compiler
 // spills accumulators to the stack on every step (a 16-float vector on AVX2 is two registers,
-// and the 4 x 4 block that suits AVX-512 ran ~5x slower there).
+// and the 4 x 4 block that suits AVX-512 ran ~4x slower there).
 #if defined(__AVX512F__)
 constexpr size_t kLanes = 16;
 constexpr size_t kRowsPerPass = 4;  // rows x kColsPerPass accumulators: 16 of 32 registers
