@@ -2,7 +2,7 @@
 # The README's retrieval grid in one command: passkey and niah at 1k, 2k, 4k and 8k tokens x
 # 5 depths x TRIALS prompts per cell, budgets 10/20/50%, every compression policy, the SmolLM2
 # preset. The two tasks run side by side, one thread each; the grid is prefill-bound (on 2 cores
-# at 10 trials: about 35 minutes up to 4k, 8k alone about 100 more, hence TRIALS_8K). A length
+# at 10 trials: about 50 minutes up to 4k, 8k alone about 100 more, hence TRIALS_8K). A length
 # whose results file exists is not run again, so a stopped grid resumes. Each task's merged
 # table lands in OUT/<task>/.
 #
