@@ -117,8 +117,9 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
 // the softmax (over keys 0..j_max, causal) attention of the last W queries (positions
 // n-W..n-1) over keys 0..n-1, summed over those W queries:
 //   out[h][j] = sum_{i=n-W}^{n-1} [j <= i] softmax_j'(q_i . k_j' * scale)[j]
-// q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), out: [Hq][n].
-// Only W x n scores per head are formed, never n x n. Requires 1 <= W <= n.
+// q: the W window queries only, [W][Hq][Dh] (row stride q_stride; row 0 is position n-W),
+// k: [n][Hkv][Dh] (row stride k_stride), out: [Hq][n]. Only W x n scores per head are formed,
+// never n x n. Requires 1 <= W <= n.
 Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
                              size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
                              float scale, Stream stream = {});

@@ -69,7 +69,9 @@ nlohmann::json to_json(const runtime::GenerateResult& r,
                  {"decode_tokens_per_s", per_second(r.tokens.size(), r.decode_s)},
                  {"score_s", r.compression.score_s},
                  {"allocate_s", r.compression.allocate_s},
-                 {"compact_s", r.compression.compact_s}};
+                 {"compact_s", r.compression.compact_s},
+                 {"lookahead_tokens", r.compression.lookahead_tokens},
+                 {"lookahead_s", r.compression.lookahead_s}};
   return j;
 }
 

@@ -24,6 +24,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "Pooling span moved this many tokens back: attention on a word lifts the "
                   "tokens after it (default 0, centred; at most kernel/2)");
   app->add_option("--gqa", gqa, "Query heads -> KV head score: mean|max");
+  app->add_option("--lookahead", lookahead,
+                  "Greedy tokens decoded with the full cache before compressing; their queries "
+                  "join the window's scoring (default 0: off; at most 256)");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: f32|bf16|e4m3")
@@ -50,6 +53,7 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   if (given("--pool-sink")) c.pool_sink = non_negative(pool_sink, "--pool-sink");
   if (given("--pool-shift")) c.pool_shift = non_negative(pool_shift, "--pool-shift");
   if (!gqa.empty()) c.gqa = compression::parse_gqa(gqa);
+  if (given("--lookahead")) c.lookahead = non_negative(lookahead, "--lookahead");
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

@@ -132,6 +132,32 @@ size_t Engine::check_request(const GenerateRequest& req) const {
   return std::min(req.max_tokens, cfg.context_length - n_prompt);
 }
 
+size_t Engine::lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const {
+  const bool scores =
+      c.policy != compression::Policy::kFull && c.policy != compression::Policy::kStreaming;
+  if (c.lookahead == 0 || !scores || c.keeps_everything(n_prompt) || n_prompt <= c.window) {
+    return 0;
+  }
+  return std::min(c.lookahead, model_.config().context_length - n_prompt);
+}
+
+double Engine::look_ahead(PagedKvCache& source, std::vector<float> logits, size_t steps) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t vocab = model_.config().vocab_size;
+  for (size_t step = 0; step < steps; ++step) {
+    int32_t next = 0;
+    if (is_root()) {
+      const float* row = logits.data() + logits.size() - vocab;
+      next = int32_t(std::max_element(row, row + vocab) - row);
+    }
+    next = control_.broadcast_token(next);
+    if (next == tokenizer_.eos_id()) break;
+    model_.forward(&next, 1, source, logits);
+  }
+  source.finish_lookahead();
+  return seconds_since(t0);
+}
+
 HeadGroup Engine::head_group() const {
   HeadGroup g;
   const auto& shard = model_.shard();
@@ -320,12 +346,14 @@ RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
   const auto& cfg = model_.local_config();
   const size_t n = req.prompt.size(), L = cfg.n_layers;
   // Room for the full recording and for the copy, which never holds more than the recording.
-  BlockPool pool = make_pool(req, 0, 2);
+  const size_t steps = lookahead_steps(req.compression, n);
+  BlockPool pool = make_pool(req, steps, 2);
   PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
   std::vector<float> logits;
   RecordedPrompt rec;
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward(req.prompt.data(), n, source, logits);
+  look_ahead(source, std::move(logits), steps);
   rec.prefill_s = seconds_since(t0);
   const auto copy = source.compressed_copy(req.compression);
   const size_t prefix = n > req.compression.window ? n - req.compression.window : 0;
@@ -355,22 +383,42 @@ GenerateResult Engine::run_generate(const GenerateRequest& req,
   const size_t max_new = check_request(req), n_prompt = req.prompt.size();
   exchange_s_ = 0;
   control_.comm().reset_stats();
+  // With look-ahead the prompt is prefilled into a recording cache, which decodes the
+  // look-ahead tokens and then gives way to its compressed copy.
+  const size_t steps = lookahead_steps(req.compression, n_prompt);
   // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
-  // and what the full policy holds at the end.
-  BlockPool pool = make_pool(req, max_new, 1);
-  PagedKvCache cache(pool, cfg, req.compression, head_group());
+  // and what the full policy holds at the end; with look-ahead, for the copy next to it.
+  BlockPool pool = make_pool(req, std::max(max_new, steps), steps > 0 ? 2 : 1);
+  std::unique_ptr<PagedKvCache> cache;
 
   GenerateResult result;
   result.prompt_tokens = n_prompt;
   std::vector<float> logits;
+  double score_s = 0, lookahead_s = 0;
+  size_t lookahead_tokens = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  model_.forward(req.prompt.data(), n_prompt, cache, logits);
+  if (steps == 0) {
+    cache = std::make_unique<PagedKvCache>(pool, cfg, req.compression, head_group());
+    model_.forward(req.prompt.data(), n_prompt, *cache, logits);
+  } else {
+    PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
+    model_.forward(req.prompt.data(), n_prompt, source, logits);
+    lookahead_s = look_ahead(source, logits, steps);
+    cache = source.compressed_copy(req.compression);
+    score_s = source.report().score_s;
+    lookahead_tokens = source.report().lookahead_tokens;
+  }
   result.prefill_s = seconds_since(t0);
-  result.kv_after_prefill_bytes = cache.held_bytes();
-  result.kv_full_after_prefill_bytes = cache.full_bytes();
+  result.kv_after_prefill_bytes = cache->held_bytes();
+  result.kv_full_after_prefill_bytes = cache->full_bytes();
   result.pool_free_after_prefill_bytes = pool.free_bytes();
   result.pool_bytes = pool.capacity() * pool.block_bytes();
-  decode(req, max_new, {&cache}, std::move(logits), on_text, on_logits, {&result});
+  decode(req, max_new, {cache.get()}, std::move(logits), on_text, on_logits, {&result});
+  if (steps > 0) {
+    result.compression.score_s = score_s;
+    result.compression.lookahead_s = lookahead_s;
+    result.compression.lookahead_tokens = lookahead_tokens;
+  }
   return result;
 }
 
@@ -392,12 +440,16 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   control_.comm().reset_stats();
   // The recording prefill keeps the full prompt; every policy's copy lives next to it (the
   // pool's pages are touched only as blocks are used, so room for whole copies costs nothing).
-  BlockPool pool = make_pool(req, max_new, policies.size() + 1);
+  // Look-ahead, when a policy that scores asks for it (all share the first one's scoring).
+  size_t steps = 0;
+  for (const auto& p : policies) steps = std::max(steps, lookahead_steps(p, n_prompt));
+  BlockPool pool = make_pool(req, std::max(max_new, steps), policies.size() + 1);
   PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
   std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward(req.prompt.data(), n_prompt, source, logits);
+  const double lookahead_s = look_ahead(source, logits, steps);
   const double prefill_s = seconds_since(t0);
 
   std::vector<GenerateResult> results(policies.size());
@@ -417,7 +469,14 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   }
   // All policies decode together: one forward per step for every sequence still running.
   decode(req, max_new, caches, std::move(logits), {}, {}, outs);
-  for (auto& r : results) r.compression.score_s = source.report().score_s;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    auto& c = results[i].compression;
+    c.score_s = source.report().score_s;
+    if (lookahead_steps(policies[i], n_prompt) > 0) {  // full and streaming use no scores
+      c.lookahead_s = lookahead_s;
+      c.lookahead_tokens = source.report().lookahead_tokens;
+    }
+  }
   return results;
 }
 

@@ -137,6 +137,13 @@ class Engine {
               const std::vector<PagedKvCache*>& caches, std::vector<float> logits,
               const std::function<void(std::string_view)>& on_text, const LogitsObserver& on_logits,
               const std::vector<GenerateResult*>& results) const;
+  // Look-ahead tokens a recording prefill of an n_prompt-token prompt decodes for policy c:
+  // c.lookahead capped by the context, 0 when c keeps everything or scores nothing.
+  size_t lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const;
+  // Collective, for a recording cache right after its prefill (logits: the prefill's): decodes
+  // up to `steps` greedy tokens (EOS ends early) so that their queries join the scoring, then
+  // source.finish_lookahead() scores and rolls back. Returns the seconds spent.
+  double look_ahead(PagedKvCache& source, std::vector<float> logits, size_t steps) const;
   // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.

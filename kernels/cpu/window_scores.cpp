@@ -14,7 +14,9 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
                              float scale, Stream) {
   if (Hkv == 0 || Hq % Hkv != 0 || Dh == 0 || W == 0 || W > n) return Status::kInvalidArgument;
   if (!out || !q || !k) return Status::kInvalidArgument;
-  if (n > 1 && (q_stride < Hq * Dh || k_stride < Hkv * Dh)) return Status::kInvalidArgument;
+  if ((W > 1 && q_stride < Hq * Dh) || (n > 1 && k_stride < Hkv * Dh)) {
+    return Status::kInvalidArgument;
+  }
   const size_t group = Hq / Hkv;
   const size_t first = n - W;  // position of the window's first query
 
@@ -27,7 +29,7 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
       // Gather the window's queries of this head (pre-scaled) so the key loop below streams K
       // once and dots each key against W contiguous queries that stay in L1.
       for (size_t i = 0; i < W; ++i) {
-        const float* qi = q + (first + i) * q_stride + h * Dh;
+        const float* qi = q + i * q_stride + h * Dh;
         for (size_t d = 0; d < Dh; ++d) window_q[i * Dh + d] = qi[d] * scale;
       }
       for (size_t j = 0; j < n; ++j) {

@@ -142,7 +142,8 @@ bool CompressionConfig::keeps_everything(size_t n) const {
 
 bool CompressionConfig::same_scoring(const CompressionConfig& o) const {
   return window == o.window && pooling == o.pooling && pool_kernel == o.pool_kernel &&
-         pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa;
+         pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa &&
+         lookahead == o.lookahead;
 }
 
 void CompressionConfig::validate(size_t n) const {
@@ -162,6 +163,10 @@ void CompressionConfig::validate(size_t n) const {
   if (pool_shift > pool_kernel / 2) {
     fail("pool_shift must be at most pool_kernel / 2 = " + std::to_string(pool_kernel / 2) +
          " (got " + std::to_string(pool_shift) + ")");
+  }
+  if (lookahead > kMaxLookahead) {
+    fail("lookahead must be at most " + std::to_string(kMaxLookahead) + " tokens (got " +
+         std::to_string(lookahead) + ")");
   }
   if (delta == 0) fail("delta must be >= 1 (got 0)");
   if (!(pyramid_beta > 0.0 && std::isfinite(pyramid_beta))) {
@@ -249,6 +254,7 @@ CompressionConfig load_preset(const std::string& path) {
       {"pool_kernel", size_value(&CompressionConfig::pool_kernel)},
       {"pool_sink", size_value(&CompressionConfig::pool_sink)},
       {"pool_shift", size_value(&CompressionConfig::pool_shift)},
+      {"lookahead", size_value(&CompressionConfig::lookahead)},
       {"gqa", [](const std::string& v, CompressionConfig& cfg) { cfg.gqa = parse_gqa(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},

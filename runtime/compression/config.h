@@ -20,6 +20,10 @@ enum class Rule { kTopK, kWaterfill };      // Ada-KV allocation rule (DESIGN.md
 enum class Pooling { kMax, kAvg };          // smoothing of scores along the sequence
 enum class GqaAggregation { kMean, kMax };  // query heads of a group -> one KV head score
 
+// Look-ahead steps are decode steps with the full cache: a few dozen pay for themselves, more
+// cost more than the prefill they serve.
+inline constexpr size_t kMaxLookahead = 256;
+
 struct CompressionConfig {
   Policy policy = Policy::kAdaKV;
   // Budget: average tokens kept per KV head, window included. Either a ratio of the prompt
@@ -38,6 +42,13 @@ struct CompressionConfig {
   // copying a number needs (the window reads the words before it). 0 = centred (official).
   size_t pool_shift = 0;
   GqaAggregation gqa = GqaAggregation::kMean;
+  // Look-ahead pseudo-queries (LAQ, arXiv 2505.20334): after prefill the full cache decodes up
+  // to `lookahead` greedy tokens; their queries join the window's in scoring, so a token the
+  // answer will read (a digit of a number being copied, in a head the question never looks
+  // through) is scored by the queries that read it. The cache then rolls back to the prompt
+  // and generation starts from the compressed copy. Costs those decode steps and holds the
+  // full cache of every layer until they end. 0 = off (official).
+  size_t lookahead = 0;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
   size_t delta = 16;         // waterfill tile, tokens
@@ -50,7 +61,7 @@ struct CompressionConfig {
   // True when this policy and budget keep every token of an n-token prompt.
   bool keeps_everything(size_t n) const;
   // True when `other` scores tokens exactly as this config does (window, pooling, kernel, sink,
-  // shift, GQA aggregation): scores recorded under one serve every policy of the other.
+  // shift, GQA aggregation, look-ahead): scores recorded under one serve every policy of the other.
   bool same_scoring(const CompressionConfig& other) const;
   // Throws std::invalid_argument naming the bad field (negative or zero budget, ratio > 1,
   // alpha outside [0, 1], even or zero pool kernel, delta 0, beta <= 0, window 0; unless the
@@ -78,10 +89,10 @@ GqaAggregation parse_gqa(const std::string& s);
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
-// pooling, pool_kernel, pool_sink, pool_shift, gqa, scope, rule, delta, b_min, pyramid_beta, sink;
-// absent keys keep their defaults, an empty file gives the defaults. Unreadable files, YAML syntax
-// errors, unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and
-// the key); the result is validate()d.
+// pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, scope, rule, delta, b_min,
+// pyramid_beta, sink; absent keys keep their defaults, an empty file gives the defaults. Unreadable
+// files, YAML syntax errors, unknown or duplicate keys and bad values throw std::invalid_argument
+// naming the file (and the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path);
 
 }  // namespace adakv::compression

@@ -27,20 +27,22 @@ void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling poolin
   }
 }
 
-std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
-                               size_t n, size_t Hq, size_t Hkv, size_t Dh,
-                               const CompressionConfig& c) {
-  const size_t W = c.window;
-  if (W == 0 || W >= n) throw std::invalid_argument("score_layer: need 1 <= window < prompt");
-  const size_t prefix = n - W, group = Hq / Hkv;
-  std::vector<float> mass(Hq * n);
-  kernels::check(kernels::window_attention_mass(mass.data(), q, q_stride, k, k_stride, n, W, Hq,
-                                                Hkv, Dh, 1.0f / std::sqrt(static_cast<float>(Dh))),
-                 "window_attention_mass");
+std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
+                                      size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
+                                      size_t Hkv, size_t Dh, const CompressionConfig& c) {
+  if (n_obs == 0 || n_obs >= n_keys) {
+    throw std::invalid_argument("score_observations: need 1 <= observed queries < keys");
+  }
+  const size_t prefix = n_keys - n_obs, group = Hq / Hkv;
+  std::vector<float> mass(Hq * n_keys);
+  kernels::check(
+      kernels::window_attention_mass(mass.data(), q_obs, q_stride, k, k_stride, n_keys, n_obs, Hq,
+                                     Hkv, Dh, 1.0f / std::sqrt(static_cast<float>(Dh))),
+      "window_attention_mass");
   std::vector<float> pooled(Hq * prefix), scores(Hkv * prefix);
   const size_t sink = std::min(c.pool_sink, prefix);
   for (size_t h = 0; h < Hq; ++h) {
-    float* row = mass.data() + h * n;
+    float* row = mass.data() + h * n_keys;
     float* out = pooled.data() + h * prefix;
     // Most heads park most of their attention on the first token. Pooled with the rest, that
     // one peak would lift its kernel/2 neighbours above every real score of the head: they
@@ -62,6 +64,14 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
     }
   }
   return scores;
+}
+
+std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
+                               size_t n, size_t Hq, size_t Hkv, size_t Dh,
+                               const CompressionConfig& c) {
+  const size_t W = c.window;
+  if (W == 0 || W >= n) throw std::invalid_argument("score_layer: need 1 <= window < prompt");
+  return score_observations(q + (n - W) * q_stride, q_stride, k, k_stride, n, W, Hq, Hkv, Dh, c);
 }
 
 }  // namespace adakv::compression

@@ -17,6 +17,15 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
                                const CompressionConfig& config);
 
+// The general form: n_obs observed queries at positions n_keys - n_obs .. n_keys - 1 (q_obs:
+// [n_obs][Hq][Dh], row stride q_stride) over n_keys keys ([n_keys][Hkv][Dh]). The scored
+// prefix is positions 0 .. n_keys - n_obs - 1. score_layer is this with the window's queries;
+// with look-ahead the observed queries are the window's followed by the pseudo-queries of the
+// tokens decoded after the prompt (their keys then extend k). Requires 1 <= n_obs < n_keys.
+std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
+                                      size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
+                                      size_t Hkv, size_t Dh, const CompressionConfig& config);
+
 // The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
 // kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).
 // shift (<= kernel/2) moves the span of position i back: [i - kernel/2 - shift, i + kernel/2 -

@@ -53,6 +53,7 @@ PolicyRun run_from_json(const json& j, const std::string& where) {
   if (j.contains("pool_kernel")) c.pool_kernel = get<size_t>(j, "pool_kernel", where);
   if (j.contains("pool_sink")) c.pool_sink = get<size_t>(j, "pool_sink", where);
   if (j.contains("pool_shift")) c.pool_shift = get<size_t>(j, "pool_shift", where);
+  if (j.contains("lookahead")) c.lookahead = get<size_t>(j, "lookahead", where);
   if (j.contains("gqa")) c.gqa = compression::parse_gqa(get<std::string>(j, "gqa", where));
   return run;
 }
@@ -62,9 +63,10 @@ std::string run_signature(const PolicyRun& r) {
   const auto& c = r.config;
   return r.label() + " (window " + std::to_string(c.window) + ", " +
          compression::to_string(c.pooling) + " " + std::to_string(c.pool_kernel) + " sink " +
-         std::to_string(c.pool_sink) + " shift " + std::to_string(c.pool_shift) + ", gqa " +
-         compression::to_string(c.gqa) + ", alpha " + std::to_string(c.alpha) + ", scope " +
-         compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) + ")";
+         std::to_string(c.pool_sink) + " shift " + std::to_string(c.pool_shift) + ", lookahead " +
+         std::to_string(c.lookahead) + ", gqa " + compression::to_string(c.gqa) + ", alpha " +
+         std::to_string(c.alpha) + ", scope " + compression::to_string(c.scope) + ", rule " +
+         compression::to_string(c.rule) + ")";
 }
 
 }  // namespace

@@ -315,6 +315,7 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"pool_kernel", c.pool_kernel},
                     {"pool_sink", c.pool_sink},
                     {"pool_shift", c.pool_shift},
+                    {"lookahead", c.lookahead},
                     {"gqa", compression::to_string(c.gqa)},
                     {"accuracy", num(r.accuracy(i))},
                     {"relative_to_full", full > 0 ? num(r.accuracy(i) / full) : json(nullptr)},

@@ -117,6 +117,9 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
   }
   auto& heads = heads_[layer];
   for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+  if (awaiting_lookahead()) {
+    for (size_t i = 0; i < n; ++i) observe_query(layer, q + i * q_stride);
+  }
 
   std::vector<const int32_t*> block_ids(Hkv);
   std::vector<uint32_t> lengths(Hkv);
@@ -145,6 +148,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
     report_.prompt_tokens = n;
     report_.kept.assign(model_.n_layers, std::vector<size_t>(Hkv, n));
     scores_.assign(model_.n_layers, {});
+    if (record_scores_ && compression_.lookahead > 0) observed_q_.assign(model_.n_layers, {});
   }
   auto keep_all = [&] {
     for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
@@ -153,6 +157,13 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   // A budget of the whole prompt (or more) compresses nothing, bit for bit.
   const bool compress = !compression_.keeps_everything(n) && n > W;
   const bool needs_scores = compression_.policy != Policy::kStreaming;
+  if (awaiting_lookahead()) {
+    // Scored in finish_lookahead(), once the look-ahead queries are known.
+    if (n > W) {
+      for (size_t i = n - W; i < n; ++i) observe_query(layer, q + i * q_stride);
+    }
+    return keep_all();
+  }
   if ((compress && needs_scores) || (record_scores_ && n > W)) {
     const auto t0 = std::chrono::steady_clock::now();
     scores_[layer] = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv, Dh,
@@ -182,6 +193,57 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
     report_.kept[layer][g] = pos.size();
   }
   report_.compact_s += seconds_since(t0);
+}
+
+void PagedKvCache::observe_query(size_t layer, const float* q) {
+  auto& rows = observed_q_[layer];
+  rows.insert(rows.end(), q, q + model_.n_heads * model_.head_dim);
+}
+
+void PagedKvCache::finish_lookahead() {
+  if (!awaiting_lookahead()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = report_.prompt_tokens, steps = position_ - n, total = position_;
+  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, Hq = model_.n_heads;
+  const auto& layout = pool_.layout();
+  const size_t bt = layout.block_tokens;
+  // The keys of prompt and look-ahead tokens, [total][Hkv][Dh], read back from the blocks.
+  std::vector<float> keys(total * Hkv * Dh), k_rows(bt * Dh), v_rows(bt * Dh);
+  for (size_t l = 0; l < model_.n_layers; ++l) {
+    const auto& observed = observed_q_[l];
+    if (observed.empty()) continue;  // a prompt no longer than the window: nothing to score
+    for (size_t g = 0; g < Hkv; ++g) {
+      const HeadTable& head = heads_[l][g];
+      for (size_t b = 0; b * bt < total; ++b) {
+        const size_t rows = std::min(bt, total - b * bt);
+        kernels::check(kernels::kv_block_read(pool_.block(head.blocks[b]), layout, 0, rows,
+                                              k_rows.data(), v_rows.data()),
+                       "kv_block_read");
+        for (size_t r = 0; r < rows; ++r) {
+          std::memcpy(&keys[((b * bt + r) * Hkv + g) * Dh], &k_rows[r * Dh], Dh * sizeof(float));
+        }
+      }
+    }
+    const size_t n_obs = observed.size() / (Hq * Dh);
+    scores_[l] = compression::score_observations(observed.data(), Hq * Dh, keys.data(), Hkv * Dh,
+                                                 total, n_obs, Hq, Hkv, Dh, compression_);
+    if (group_.merge_replicas) group_.merge_replicas(scores_[l], compression_.gqa);
+  }
+  observed_q_.clear();
+  // Roll back to the prompt: the look-ahead rows are dropped, their blocks freed.
+  const size_t keep_blocks = (n + bt - 1) / bt;
+  for (auto& layer : heads_) {
+    for (auto& head : layer) {
+      while (head.blocks.size() > keep_blocks) {
+        pool_.release(head.blocks.back());
+        head.blocks.pop_back();
+      }
+      head.length = static_cast<uint32_t>(n);
+    }
+  }
+  position_ = n;
+  report_.lookahead_tokens = steps;
+  report_.score_s += seconds_since(t0);
 }
 
 std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer, const float* scores,
@@ -216,8 +278,9 @@ std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer, c
 std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     const compression::CompressionConfig& policy) const {
   const size_t n = report_.prompt_tokens, Hkv = model_.n_kv_heads, L = model_.n_layers;
-  if (!record_scores_ || n == 0 || position_ != n) {
-    throw std::logic_error("compressed_copy needs a recording cache right after its prefill");
+  if (!record_scores_ || n == 0 || position_ != n || awaiting_lookahead()) {
+    throw std::logic_error(
+        "compressed_copy needs a recording cache right after its prefill (and its look-ahead)");
   }
   if (!policy.same_scoring(compression_)) {
     throw std::invalid_argument(

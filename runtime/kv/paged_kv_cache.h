@@ -10,6 +10,10 @@
 //                 (the full-size K/V of a layer never lands in the pool);
 //   scope global: write every row; after the last layer, one allocation across all layers and
 //                 heads, then each head's kept rows move to fresh blocks and the rest go back.
+// A recording cache (record_scores) keeps every row and scores each layer for
+// compressed_copy(). With look-ahead it scores later: it keeps the window's queries, then
+// the queries of the tokens decoded after the prompt, and finish_lookahead() scores them all
+// together and rolls the cache back to the prompt.
 // Decode appends to each head's last block and attends with kernels::attention_paged.
 #pragma once
 
@@ -52,6 +56,8 @@ struct CompressionReport {
   // included (equals `kept` on one rank). Empty until a compressing prefill.
   std::vector<std::vector<size_t>> budgets;
   double score_s = 0, allocate_s = 0, compact_s = 0;
+  size_t lookahead_tokens = 0;    // pseudo-query tokens decoded before scoring
+  double lookahead_s = 0;         // their decode steps (set by the engine)
   double decode_attention_s = 0;  // time in attention_paged after the prefill
 };
 
@@ -79,8 +85,17 @@ class PagedKvCache : public model::KvCache {
   size_t full_bytes() const;
   const CompressionReport& report() const { return report_; }
 
-  // Window scores of each layer after a recording prefill: [layer] -> [kv head][prefix].
+  // Window scores of each layer after a recording prefill (and finish_lookahead(), with
+  // look-ahead): [layer] -> [kv head][prefix].
   const std::vector<std::vector<float>>& scores() const { return scores_; }
+
+  // True for a recording cache with look-ahead between its prefill and finish_lookahead():
+  // the tokens decoded meanwhile are pseudo-queries whose queries join the scoring.
+  bool awaiting_lookahead() const { return !observed_q_.empty(); }
+  // Scores every layer from the window's queries and the look-ahead tokens' (over the prompt
+  // and those tokens' keys), then rolls the cache back to the prompt: the look-ahead rows go
+  // and their blocks return to the pool. No-op unless awaiting_lookahead().
+  void finish_lookahead();
 
   // A new cache in the same pool holding what `policy` keeps of this cache's prompt, as if the
   // prompt had been prefilled under it. Requires a recording cache right after its prefill,
@@ -101,6 +116,8 @@ class PagedKvCache : public model::KvCache {
   // global. Records the whole budget vector in report_.budgets.
   std::vector<size_t> allocate(const std::vector<float>& scores, size_t layers, size_t prefix,
                                size_t first_layer);
+  // The look-ahead tokens' queries join the window's (decode of a recording cache).
+  void observe_query(size_t layer, const float* q);
   // Chronological positions each head of `layer` keeps under this cache's policy, given the
   // layer's scores ([kv head][n - window]; unused by policies that need none).
   std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores, size_t n);
@@ -120,6 +137,9 @@ class PagedKvCache : public model::KvCache {
   bool record_scores_ = false;
   // [layer][head][prefix]: recorded scores, or those waiting for a scope-global allocation.
   std::vector<std::vector<float>> scores_;
+  // Recording with look-ahead, until finish_lookahead(): [layer] -> [observed][Hq * head_dim],
+  // the window's queries then one row per look-ahead token (empty for prompts <= window).
+  std::vector<std::vector<float>> observed_q_;
   CompressionReport report_;
 };
 

@@ -235,6 +235,7 @@ nlohmann::json to_json(const HeadProfile& p) {
         {"pool_kernel", c.pool_kernel},
         {"pool_sink", c.pool_sink},
         {"pool_shift", c.pool_shift},
+        {"lookahead", c.lookahead},
         {"gqa", compression::to_string(c.gqa)}}},
       {"thresholds",
        {{"sink_tokens", p.thresholds.sink_tokens},

@@ -80,28 +80,58 @@ TEST_F(CompressionModel, FullBudgetIsBitIdenticalOver64Steps) {
   EXPECT_EQ(full.kv_kept_bytes, ada.kv_kept_bytes);
 }
 
-TEST_F(CompressionModel, OnePrefillServesEveryPolicyLikeSeparatePrefills) {
+// generate_policies (one recording prefill, a compressed copy per policy) against one generate
+// per policy, which compacts during its own prefill, or, with look-ahead, copies from its own
+// recording prefill.
+void expect_shared_prefill_matches_separate(adakv::runtime::Engine& engine,
+                                            const std::vector<int32_t>& prompt,
+                                            const std::vector<CompressionConfig>& policies) {
   adakv::runtime::GenerateRequest req;
-  req.prompt = prompt(700);
+  req.prompt = prompt;
   req.max_tokens = 12;
   req.stop_at_eos = false;
-  const std::vector<CompressionConfig> policies = {policy(Policy::kFull, 1.0),
-                                                   policy(Policy::kAdaKV, 0.2),
-                                                   policy(Policy::kSnapKV, 0.2),
-                                                   policy(Policy::kStreaming, 0.2),
-                                                   policy(Policy::kPyramidKV, 0.2),
-                                                   policy(Policy::kAdaPyramid, 0.2),
-                                                   policy(Policy::kAdaKV, 0.1, Scope::kGlobal)};
-  const auto shared = engine_->generate_policies(req, policies);
+  const auto shared = engine.generate_policies(req, policies);
   ASSERT_EQ(shared.size(), policies.size());
   for (size_t i = 0; i < policies.size(); ++i) {
+    SCOPED_TRACE(adakv::compression::to_string(policies[i].policy));
     req.compression = policies[i];
-    const auto alone = engine_->generate(req);
-    EXPECT_EQ(shared[i].tokens, alone.tokens) << adakv::compression::to_string(policies[i].policy);
-    EXPECT_EQ(shared[i].compression.kept, alone.compression.kept)
-        << adakv::compression::to_string(policies[i].policy);
+    const auto alone = engine.generate(req);
+    EXPECT_EQ(shared[i].tokens, alone.tokens);
+    EXPECT_EQ(shared[i].compression.kept, alone.compression.kept);
     EXPECT_EQ(shared[i].kv_kept_bytes, alone.kv_kept_bytes);
+    EXPECT_EQ(shared[i].compression.lookahead_tokens, alone.compression.lookahead_tokens);
   }
+}
+
+TEST_F(CompressionModel, OnePrefillServesEveryPolicyLikeSeparatePrefills) {
+  expect_shared_prefill_matches_separate(
+      *engine_, prompt(700),
+      {policy(Policy::kFull, 1.0), policy(Policy::kAdaKV, 0.2), policy(Policy::kSnapKV, 0.2),
+       policy(Policy::kStreaming, 0.2), policy(Policy::kPyramidKV, 0.2),
+       policy(Policy::kAdaPyramid, 0.2), policy(Policy::kAdaKV, 0.1, Scope::kGlobal)});
+}
+
+// Look-ahead on the real model: 8 greedy tokens join the scoring, the same way in both paths,
+// and they change what is kept (the scores differ from the window's alone).
+TEST_F(CompressionModel, LookAheadTokensJoinTheScoringInBothPaths) {
+  std::vector<CompressionConfig> policies = {
+      policy(Policy::kFull, 1.0), policy(Policy::kAdaKV, 0.2), policy(Policy::kSnapKV, 0.2)};
+  for (auto& p : policies) p.lookahead = 8;
+  expect_shared_prefill_matches_separate(*engine_, prompt(700), policies);
+
+  adakv::runtime::GenerateRequest req;
+  req.prompt = prompt(700);
+  req.max_tokens = 1;
+  req.compression = policies[1];
+  const auto ahead = engine_->generate(req);
+  EXPECT_EQ(ahead.compression.lookahead_tokens, 8u);  // GPL-3 prose: no EOS within 8 tokens
+  EXPECT_GT(ahead.compression.lookahead_s, 0.0);
+  req.compression.lookahead = 0;
+  const auto plain = engine_->generate(req);
+  EXPECT_EQ(plain.compression.lookahead_tokens, 0u);
+  EXPECT_NE(ahead.compression.kept, plain.compression.kept);
+  EXPECT_LE(double(ahead.kv_after_prefill_bytes) / ahead.kv_full_after_prefill_bytes, 0.21);
+  EXPECT_EQ(ahead.pool_free_after_prefill_bytes, ahead.pool_bytes - ahead.kv_after_prefill_bytes);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // Tensor parallelism end to end: `adakv generate` as the ranks of real mpirun jobs, against the
 // same command on one rank. Synthetic models (8 KV heads, written by the project's GGUF writer)
 // at TP 1, 2, 4 and 8, one with replicated KV heads, and the default model at TP 1 and 3; with
-// compression off and on (adakv 20%, both scopes). Same greedy tokens over 64 steps, logits
-// within 1e-4 of the largest logit, the same budget vector on every rank and as TP 1, and
-// per-rank KV bytes that sum to the total.
+// compression off and on (adakv 20%, both scopes, and with look-ahead). Same greedy tokens over 64
+// steps, logits within 1e-4 of the largest logit, the same budget vector on every rank and as TP 1,
+// and per-rank KV bytes that sum to the total.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -109,7 +109,8 @@ void expect_equivalent(const TpRun& one, const TpRun& many, int np, size_t vocab
 }
 
 const char* kPolicies[] = {"--policy full", "--policy adakv --budget 0.2 --scope layer",
-                           "--policy adakv --budget 0.2 --scope global"};
+                           "--policy adakv --budget 0.2 --scope global",
+                           "--policy adakv --budget 0.2 --scope layer --lookahead 8"};
 
 TEST(TensorParallel, SyntheticModelTp1248) {
   const auto model = make_model("syn8", "--layers 3 --heads 16 --kv-heads 8 --head-dim 16");
@@ -132,13 +133,16 @@ TEST(TensorParallel, ReplicatedKvHeadsContributeOnce) {
   const auto model =
       make_model("syn2", "--layers 2 --heads 8 --kv-heads 2 --head-dim 16 --ffn 256");
   const auto prompt = prompt_file(1200);
-  const char* policy = "--policy adakv --budget 0.2 --scope layer";
-  const auto one = run_tp(1, model, prompt, policy);
-  const auto four = run_tp(4, model, prompt, policy);
-  expect_equivalent(one, four, 4, 264);
-  // Every KV head's blocks exist twice, once per replica.
-  EXPECT_EQ(four.out["kv"]["kept_bytes"].get<size_t>(),
-            2 * one.out["kv"]["kept_bytes"].get<size_t>());
+  for (const char* policy : {"--policy adakv --budget 0.2 --scope layer",
+                             "--policy adakv --budget 0.2 --scope layer --lookahead 8"}) {
+    SCOPED_TRACE(policy);
+    const auto one = run_tp(1, model, prompt, policy);
+    const auto four = run_tp(4, model, prompt, policy);
+    expect_equivalent(one, four, 4, 264);
+    // Every KV head's blocks exist twice, once per replica.
+    EXPECT_EQ(four.out["kv"]["kept_bytes"].get<size_t>(),
+              2 * one.out["kv"]["kept_bytes"].get<size_t>());
+  }
 }
 
 TEST(TensorParallel, DefaultModelTp3) {

@@ -88,6 +88,7 @@ TEST(CompressionConfig, SameScoringIgnoresPolicyAndBudgetOnly) {
       [](CompressionConfig& c) { c.pool_sink = 4; },
       [](CompressionConfig& c) { c.pool_shift = 2; },
       [](CompressionConfig& c) { c.gqa = GqaAggregation::kMax; },
+      [](CompressionConfig& c) { c.lookahead = 8; },
   };
   for (size_t i = 0; i < scorer_changes.size(); ++i) {
     CompressionConfig changed = base;
@@ -114,6 +115,7 @@ TEST(CompressionConfig, EveryBadValueNamesItsField) {
       {[](auto& c) { c.pyramid_beta = -2.0; }, {"pyramid_beta", "-2"}},
       {[](auto& c) { c.window = 0; }, {"window", "0"}},
       {[](auto& c) { c.pool_shift = 4; }, {"pool_shift", "4", "3"}},  // kernel 7: at most 3
+      {[](auto& c) { c.lookahead = 257; }, {"lookahead", "257", "256"}},
       {[](auto& c) { c.budget_tokens = 16; }, {"budget", "16", "window", "32"}},
       {[](auto& c) {
          c.policy = Policy::kStreaming;
@@ -253,6 +255,7 @@ pool_kernel: 5
 pool_sink: 3
 pool_shift: 2
 gqa: max
+lookahead: 12
 scope: global
 rule: waterfill
 delta: 8
@@ -270,6 +273,7 @@ sink: 2
   EXPECT_EQ(c.pool_sink, 3u);
   EXPECT_EQ(c.pool_shift, 2u);
   EXPECT_EQ(c.gqa, GqaAggregation::kMax);
+  EXPECT_EQ(c.lookahead, 12u);
   EXPECT_EQ(c.scope, Scope::kGlobal);
   EXPECT_EQ(c.rule, Rule::kWaterfill);
   EXPECT_EQ(c.delta, 8u);

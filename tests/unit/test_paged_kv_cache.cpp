@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "runtime/compression/scorer.h"
 #include "runtime/kv/paged_kv_cache.h"
 
 namespace {
@@ -135,6 +136,69 @@ TEST(PagedKvCache, FreedBlocksAreReusedByTheNextSequence) {
   EXPECT_NO_THROW(prefill(third, c, random_activations(c, 256, 4)));
   PagedKvCache fourth(pool, c, full);
   EXPECT_THROW(prefill(fourth, c, random_activations(c, 512, 5)), std::length_error);
+}
+
+// Look-ahead: the queries of the tokens decoded after the prompt join the window's, exactly as
+// if prompt and look-ahead tokens were one sequence observed by its last W + steps queries;
+// then the cache is the prompt's again. 96 tokens fill 6 blocks of 16, so the look-ahead
+// tokens open a 7th block per head, which the roll-back returns.
+TEST(PagedKvCache, LookAheadQueriesJoinTheWindowThenTheCacheRollsBack) {
+  const auto c = tiny_config();
+  const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
+  BlockPool pool(layout, 1000);
+  CompressionConfig ada;
+  ada.budget_ratio = 0.2;
+  ada.window = 8;
+  ada.lookahead = 5;
+  const size_t n = 96, steps = 5;
+  const auto prompt = random_activations(c, n, 7);
+  Activations all = prompt;  // prompt then look-ahead tokens, as one sequence
+  std::vector<Activations> tokens;
+  for (uint32_t s = 0; s < steps; ++s) {
+    tokens.push_back(random_activations(c, 1, 70 + s));
+    all.q.insert(all.q.end(), tokens.back().q.begin(), tokens.back().q.end());
+    all.k.insert(all.k.end(), tokens.back().k.begin(), tokens.back().k.end());
+  }
+
+  PagedKvCache cache(pool, c, ada, {}, /*record_scores=*/true);
+  prefill(cache, c, prompt);
+  ASSERT_TRUE(cache.awaiting_lookahead());
+  EXPECT_THROW(cache.compressed_copy(ada), std::logic_error);  // not scored yet
+  const size_t held = cache.held_blocks();
+  EXPECT_EQ(held, c.n_layers * c.n_kv_heads * 6);
+  for (const auto& t : tokens) decode(cache, c, t);
+  EXPECT_EQ(cache.held_blocks(), c.n_layers * c.n_kv_heads * 7);
+  cache.finish_lookahead();
+
+  EXPECT_FALSE(cache.awaiting_lookahead());
+  EXPECT_EQ(cache.next_position(), n);
+  EXPECT_EQ(cache.held_blocks(), held);
+  EXPECT_EQ(pool.used_blocks(), held);
+  EXPECT_EQ(cache.report().lookahead_tokens, steps);
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    for (size_t g = 0; g < c.n_kv_heads; ++g) EXPECT_EQ(cache.head_length(l, g), n);
+  }
+  const auto want = adakv::compression::score_observations(
+      all.q.data() + (n - ada.window) * all.q_stride, all.q_stride, all.k.data(), all.kv_stride,
+      n + steps, ada.window + steps, c.n_heads, c.n_kv_heads, c.head_dim, ada);
+  ASSERT_EQ(want.size(), c.n_kv_heads * (n - ada.window));
+  for (size_t l = 0; l < c.n_layers; ++l) EXPECT_EQ(cache.scores()[l], want) << "layer " << l;
+
+  // Without look-ahead steps the scores are the window's alone, as recorded without look-ahead.
+  CompressionConfig plain = ada;
+  plain.lookahead = 0;
+  PagedKvCache idle(pool, c, ada, {}, true), reference(pool, c, plain, {}, true);
+  prefill(idle, c, prompt);
+  prefill(reference, c, prompt);
+  idle.finish_lookahead();
+  EXPECT_EQ(idle.scores(), reference.scores());
+  EXPECT_NE(reference.scores()[0], want);  // the look-ahead queries did change the scores
+  EXPECT_EQ(idle.report().lookahead_tokens, 0u);
+
+  // The copy keeps the window and its share of the prompt.
+  const auto copy = cache.compressed_copy(ada);
+  EXPECT_EQ(copy->next_position(), n);
+  EXPECT_LE(copy->held_bytes(), 0.25 * copy->full_bytes());
 }
 
 TEST(BlockPool, DoubleFreeAndBadIdsAreRejected) {

@@ -71,8 +71,8 @@ TEST(ScoreLayer, MatchesTheReferenceForEveryPoolingGqaSinkAndShift) {
   const auto q = adakv::test::random_vector(n * Hq * Dh, 11, 1.0f);
   const auto kk = adakv::test::random_vector(n * Hkv * Dh, 12, 1.0f);
   std::vector<float> mass(Hq * n);
-  k::check(k::window_attention_mass(mass.data(), q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, W, Hq,
-                                    Hkv, Dh, 1.0f / std::sqrt(float(Dh))),
+  k::check(k::window_attention_mass(mass.data(), q.data() + prefix * Hq * Dh, Hq * Dh, kk.data(),
+                                    Hkv * Dh, n, W, Hq, Hkv, Dh, 1.0f / std::sqrt(float(Dh))),
            "window_attention_mass");
   for (c::Pooling pooling : {c::Pooling::kMax, c::Pooling::kAvg}) {
     for (c::GqaAggregation gqa : {c::GqaAggregation::kMean, c::GqaAggregation::kMax}) {

@@ -59,8 +59,8 @@ TEST(WindowAttentionMass, MatchesNaiveReference) {
     const auto kk = random_vector(s.n * k_stride, seed++, 1.0f);
     const float scale = 2.0f / std::sqrt(float(s.Dh));  // sharper than 1/sqrt(Dh)
     std::vector<float> got(s.Hq * s.n, -1.0f);
-    k::check(k::window_attention_mass(got.data(), q.data(), q_stride, kk.data(), k_stride, s.n, s.W,
-                                      s.Hq, s.Hkv, s.Dh, scale),
+    k::check(k::window_attention_mass(got.data(), q.data() + (s.n - s.W) * q_stride, q_stride,
+                                      kk.data(), k_stride, s.n, s.W, s.Hq, s.Hkv, s.Dh, scale),
              "window_attention_mass");
     const auto want = reference(q, q_stride, kk, k_stride, s, scale);
     for (size_t h = 0; h < s.Hq; ++h) {
