@@ -13,7 +13,7 @@ seed=${2:?usage: retrieval_grid.sh OUT SEED [TRIALS [TRIALS_8K]]}
 trials=${3:-10}
 trials_8k=${4:-$trials}
 top=$(cd "$(dirname "$0")/../.." && pwd)
-adakv=$top/build/adakv
+adakv=${ADAKV:-$top/build/adakv}  # ADAKV=copy: rebuilding the tree cannot touch a running grid
 preset=$top/configs/compression/smollm2-135m.yaml
 [ -x "$adakv" ] || { echo "retrieval_grid: $adakv is missing; run 'make build' first" >&2; exit 2; }
 mkdir -p "$out"

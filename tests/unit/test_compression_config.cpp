@@ -232,7 +232,8 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(s.policy, Policy::kSnapKV);
   EXPECT_EQ(s.budget_tokens, 128u);
 
-  // The default model's preset: the official allocation, a span scorer with the sink apart.
+  // The default model's preset: the official allocation, a span scorer with the sink apart and
+  // look-ahead queries.
   const CompressionConfig m = load_preset(kPresetDir + "smollm2-135m.yaml");
   EXPECT_EQ(m.policy, Policy::kAdaKV);
   EXPECT_DOUBLE_EQ(m.alpha, ref.alpha);
@@ -243,6 +244,8 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(m.pool_sink, 4u);
   EXPECT_EQ(m.pool_shift, 3u);
   EXPECT_EQ(m.gqa, GqaAggregation::kMax);
+  EXPECT_EQ(m.lookahead, 16u);
+  EXPECT_EQ(ref.lookahead, 0u);  // off in the official settings
 }
 
 TEST(CompressionPreset, ValuesOfEveryKindParse) {
