@@ -8,9 +8,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/blas_threads.h"
 #include "kernels/ops.h"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace adakv::kernels {
 
@@ -18,11 +17,7 @@ Status matmul(float* y, const float* x, const float* w, size_t M, size_t N, size
               bool accumulate, Stream) {
   if (M == 0 || N == 0) return Status::kOk;
   if (K == 0) return Status::kInvalidArgument;
-  static const bool blas_single_threaded = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)blas_single_threaded;
+  blas_single_threaded();
   const float beta = accumulate ? 1.0f : 0.0f;
   // Split N in chunks of whole cache lines of output; small products stay on one thread.
   const size_t work = M * N * K;

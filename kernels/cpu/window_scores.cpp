@@ -1,10 +1,15 @@
 // Observation-window attention mass (the Ada-KV / SnapKV scorer's input): the causal softmax
 // attention of the last W prompt queries over the prompt, recomputed from Q and K and summed
-// over the window. Per query head only a W x n score tile is formed, never n x n.
+// over the window. Per query head only a W x n score tile is formed, never n x n; it is one
+// GEMM (the window's queries against every key), most of whose causally masked corner is
+// computed and ignored (W is small next to n).
+#include <cblas.h>
+
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
+#include "kernels/cpu/blas_threads.h"
+#include "kernels/cpu/vec_exp.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {
@@ -19,6 +24,7 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
   }
   const size_t group = Hq / Hkv;
   const size_t first = n - W;  // position of the window's first query
+  blas_single_threaded();
 
 #pragma omp parallel
   {
@@ -26,24 +32,17 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
 #pragma omp for schedule(dynamic, 1)
     for (size_t h = 0; h < Hq; ++h) {
       const size_t g = h / group;
-      // Gather the window's queries of this head (pre-scaled) so the key loop below streams K
-      // once and dots each key against W contiguous queries that stay in L1.
+      // The window's queries of this head, pre-scaled and contiguous.
       for (size_t i = 0; i < W; ++i) {
         const float* qi = q + i * q_stride + h * Dh;
         for (size_t d = 0; d < Dh; ++d) window_q[i * Dh + d] = qi[d] * scale;
       }
-      for (size_t j = 0; j < n; ++j) {
-        const float* kj = k + j * k_stride + g * Dh;
-        // Query i (position first + i) sees key j only when j <= first + i.
-        const size_t i0 = j > first ? j - first : 0;
-        for (size_t i = i0; i < W; ++i) {
-          const float* qi = window_q.data() + i * Dh;
-          float s = 0;
-#pragma omp simd reduction(+ : s)
-          for (size_t d = 0; d < Dh; ++d) s += qi[d] * kj[d];
-          scores[i * n + j] = s;
-        }
-      }
+      // scores[i][j] = q_i . k_j for every key; query i (position first + i) reads only keys
+      // j <= first + i below.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(W), static_cast<int>(n),
+                  static_cast<int>(Dh), 1.0f, window_q.data(), static_cast<int>(Dh), k + g * Dh,
+                  static_cast<int>(std::max(k_stride, Dh)), 0.0f, scores.data(),
+                  static_cast<int>(n));
 
       float* oh = out + h * n;
       std::fill(oh, oh + n, 0.0f);
@@ -51,11 +50,12 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
         float* si = scores.data() + i * n;
         const size_t n_keys = first + i + 1;
         const float m = *std::max_element(si, si + n_keys);
+#pragma omp simd
+        for (size_t j = 0; j < n_keys; ++j) si[j] -= m;
+        exp_inplace(si, n_keys);
         float sum = 0;
-        for (size_t j = 0; j < n_keys; ++j) {
-          si[j] = std::exp(si[j] - m);
-          sum += si[j];
-        }
+#pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < n_keys; ++j) sum += si[j];
         const float inv = 1.0f / sum;
 #pragma omp simd
         for (size_t j = 0; j < n_keys; ++j) oh[j] += si[j] * inv;
