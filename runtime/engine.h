@@ -106,7 +106,7 @@ class Engine {
   // One prefill of request.prompt serves every policy: the prompt is prefilled once with
   // scores recorded, then each policy compresses a copy of that cache and decodes from it
   // (prefill outputs do not depend on the policy). request.compression is ignored; every
-  // policy must share the first one's window, pooling and GQA aggregation.
+  // policy must share the first one's window, pooling, GQA aggregation and look-ahead.
   std::vector<GenerateResult> generate_policies(
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;

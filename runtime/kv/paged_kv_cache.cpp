@@ -284,8 +284,8 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
   }
   if (!policy.same_scoring(compression_)) {
     throw std::invalid_argument(
-        "compressed_copy: window, pooling (kernel, sink, shift) and GQA aggregation must match "
-        "the recording");
+        "compressed_copy: window, pooling (kernel, sink, shift), GQA aggregation and look-ahead "
+        "must match the recording");
   }
   auto copy = std::make_unique<PagedKvCache>(pool_, model_, policy, group_);
   copy->position_ = position_;

@@ -99,8 +99,8 @@ class PagedKvCache : public model::KvCache {
 
   // A new cache in the same pool holding what `policy` keeps of this cache's prompt, as if the
   // prompt had been prefilled under it. Requires a recording cache right after its prefill,
-  // and the same window, pooling and GQA aggregation as the recording (the scores depend on
-  // them). Throws std::length_error when the pool cannot hold the copy.
+  // and the same window, pooling, GQA aggregation and look-ahead as the recording (the scores
+  // depend on them). Throws std::length_error when the pool cannot hold the copy.
   std::unique_ptr<PagedKvCache> compressed_copy(const compression::CompressionConfig& policy) const;
 
  private:
