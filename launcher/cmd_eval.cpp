@@ -314,14 +314,7 @@ void add_eval(CLI::App& app, Runner& selected) {
       ->capture_default_str();
   rep->callback(
       [report, &selected] { selected = [report] { return run_report_command(*report); }; });
-  auto* ppl = sub->add_subcommand("ppl", "Perplexity under compression (not built yet)");
-  ppl->allow_extras();
-  ppl->callback([&selected] {
-    selected = [] {
-      std::fprintf(stderr, "adakv eval ppl: not built yet (perplexity under compression)\n");
-      return 2;
-    };
-  });
+  add_eval_ppl(sub, selected);
 }
 
 }  // namespace adakv::cli

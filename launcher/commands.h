@@ -15,6 +15,8 @@ void add_generate(CLI::App& app, Runner& selected);
 void add_bench(CLI::App& app, Runner& selected);
 void add_profile(CLI::App& app, Runner& selected);
 void add_eval(CLI::App& app, Runner& selected);
+// `eval ppl`, registered by add_eval on its subcommand.
+void add_eval_ppl(CLI::App* eval_app, Runner& selected);
 // `launch` needs the whole app: it checks the subcommand it runs on the ranks.
 void add_launch(CLI::App& app, Runner& selected);
 // Subcommands of DESIGN.md that later issues build; they say so and exit 2.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -76,6 +77,9 @@ int Engine::follow() {
           break;
         case EngineOp::kRecordPrompt:
           run_record_prompt(command.request);
+          break;
+        case EngineOp::kScoreContinuation:
+          run_score_continuation(command.request, command.continuation, command.policies);
           break;
       }
     } catch (const std::exception& e) {
@@ -338,7 +342,7 @@ std::vector<float> Engine::gather_heads(const std::vector<float>& own, size_t wi
 RecordedPrompt Engine::record_prompt(const GenerateRequest& req) const {
   if (!is_root()) throw std::logic_error("record_prompt() runs on rank 0");
   check_request(req);
-  return drive(EngineCommand{EngineOp::kRecordPrompt, req, {}},
+  return drive(EngineCommand{EngineOp::kRecordPrompt, req, {}, {}},
                [&] { return run_record_prompt(req); });
 }
 
@@ -372,7 +376,7 @@ GenerateResult Engine::generate(const GenerateRequest& req,
                                 const LogitsObserver& on_logits) const {
   if (!is_root()) throw std::logic_error("generate() runs on rank 0; other ranks follow()");
   check_request(req);
-  return drive(EngineCommand{EngineOp::kGenerate, req, {}},
+  return drive(EngineCommand{EngineOp::kGenerate, req, {}, {}},
                [&] { return run_generate(req, on_text, on_logits); });
 }
 
@@ -428,7 +432,7 @@ std::vector<GenerateResult> Engine::generate_policies(
   if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
   check_request(req);
   for (const auto& p : policies) p.validate();
-  return drive(EngineCommand{EngineOp::kGeneratePolicies, req, policies},
+  return drive(EngineCommand{EngineOp::kGeneratePolicies, req, policies, {}},
                [&] { return run_generate_policies(req, policies); });
 }
 
@@ -478,6 +482,133 @@ std::vector<GenerateResult> Engine::run_generate_policies(
     }
   }
   return results;
+}
+
+std::vector<ContinuationScore> Engine::score_continuation(
+    const GenerateRequest& req, const std::vector<int32_t>& continuation,
+    const std::vector<compression::CompressionConfig>& policies) const {
+  if (!is_root()) throw std::logic_error("score_continuation() runs on rank 0");
+  if (policies.empty()) throw std::invalid_argument("score_continuation: no policy given");
+  check_request(req);
+  const size_t context = model_.config().context_length, vocab = model_.config().vocab_size;
+  if (continuation.size() < 2) {
+    throw std::invalid_argument("the continuation to score needs at least 2 tokens");
+  }
+  if (req.prompt.size() + continuation.size() > context) {
+    throw std::invalid_argument("prompt (" + std::to_string(req.prompt.size()) +
+                                " tokens) plus continuation (" +
+                                std::to_string(continuation.size()) +
+                                ") do not fit the model's context of " + std::to_string(context));
+  }
+  for (int32_t id : continuation) {
+    if (id < 0 || size_t(id) >= vocab) {
+      throw std::invalid_argument("continuation token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " + std::to_string(vocab));
+    }
+  }
+  for (const auto& p : policies) p.validate();
+  return drive(EngineCommand{EngineOp::kScoreContinuation, req, policies, continuation},
+               [&] { return run_score_continuation(req, continuation, policies); });
+}
+
+namespace {
+
+// log_softmax of one row of logits, in double.
+void log_softmax(const float* row, size_t n, std::vector<double>& out) {
+  out.resize(n);
+  const double max = *std::max_element(row, row + n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(double(row[i]) - max);
+  const double log_sum = max + std::log(sum);
+  for (size_t i = 0; i < n; ++i) out[i] = double(row[i]) - log_sum;
+}
+
+}  // namespace
+
+std::vector<ContinuationScore> Engine::run_score_continuation(
+    const GenerateRequest& req, const std::vector<int32_t>& continuation,
+    const std::vector<compression::CompressionConfig>& policies) const {
+  const auto& cfg = model_.local_config();
+  const size_t n_prompt = req.prompt.size(), C = continuation.size();
+  const size_t vocab = model_.config().vocab_size;
+  size_t steps = 0;
+  for (const auto& p : policies) steps = std::max(steps, lookahead_steps(p, n_prompt));
+  // The recording cache, every policy's copy, and the continuation in each.
+  BlockPool pool = make_pool(req, std::max(C, steps), policies.size() + 1);
+  PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
+
+  std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
+  model_.forward(req.prompt.data(), n_prompt, source, logits);
+  look_ahead(source, logits, steps);
+  const double prefill_s = seconds_since(t0);
+
+  std::vector<std::unique_ptr<PagedKvCache>> copies;
+  std::vector<size_t> kept_bytes, full_bytes;
+  for (const auto& p : policies) {
+    copies.push_back(source.compressed_copy(p));
+    kept_bytes.push_back(copies.back()->held_bytes());
+    full_bytes.push_back(copies.back()->full_bytes());
+  }
+  if (tp_size() > 1) {
+    // Every rank's bytes, summed: as floats, split into MiB and remainder (exact below 2^24).
+    std::vector<float> split;
+    for (const auto* v : {&kept_bytes, &full_bytes}) {
+      for (size_t b : *v) {
+        split.push_back(float(b >> 20));
+        split.push_back(float(b & ((size_t{1} << 20) - 1)));
+      }
+    }
+    control_.comm().all_reduce(split.data(), split.size());
+    size_t i = 0;
+    for (auto* v : {&kept_bytes, &full_bytes}) {
+      for (size_t& b : *v) {
+        b = (size_t(split[i]) << 20) + size_t(split[i + 1]);
+        i += 2;
+      }
+    }
+  }
+  // The reference: the uncompressed prompt, continued. Rows 0..C-2 predict tokens 1..C-1.
+  std::vector<float> full_logits;
+  model_.forward(continuation.data(), C, source, full_logits, C);
+  std::vector<std::vector<double>> reference;  // log-probabilities, root only
+  std::vector<size_t> reference_top;
+  if (model_.computes_logits() && is_root()) {
+    reference.resize(C - 1);
+    for (size_t i = 0; i + 1 < C; ++i) {
+      const float* row = full_logits.data() + i * vocab;
+      log_softmax(row, vocab, reference[i]);
+      reference_top.push_back(size_t(std::max_element(row, row + vocab) - row));
+    }
+  }
+  full_logits = {};
+
+  std::vector<ContinuationScore> scores(policies.size());
+  std::vector<double> lp;
+  for (size_t p = 0; p < policies.size(); ++p) {
+    const auto t1 = std::chrono::steady_clock::now();
+    model_.forward(continuation.data(), C, *copies[p], logits, C);
+    ContinuationScore& s = scores[p];
+    s.kv_after_prefill_bytes = kept_bytes[p];
+    s.kv_full_after_prefill_bytes = full_bytes[p];
+    s.prefill_s = prefill_s;
+    if (!reference.empty()) {
+      for (size_t i = 0; i + 1 < C; ++i) {
+        const float* row = logits.data() + i * vocab;
+        log_softmax(row, vocab, lp);
+        double kl = 0;
+        for (size_t v = 0; v < vocab; ++v) {
+          kl += std::exp(reference[i][v]) * (reference[i][v] - lp[v]);
+        }
+        s.nll.push_back(-lp[size_t(continuation[i + 1])]);
+        s.kl.push_back(std::max(kl, 0.0));
+        s.agrees.push_back(size_t(std::max_element(row, row + vocab) - row) == reference_top[i]);
+      }
+    }
+    copies[p].reset();  // its blocks go back before the next policy's forward
+    s.forward_s = seconds_since(t1);
+  }
+  return is_root() ? scores : std::vector<ContinuationScore>{};
 }
 
 }  // namespace adakv::runtime

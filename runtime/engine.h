@@ -71,6 +71,19 @@ struct RecordedPrompt {
   double prefill_s = 0;
 };
 
+// How well one policy's cache predicts a known continuation of the prompt (teacher forcing).
+// Position i scores continuation token i + 1 from the prompt and tokens 0..i; token 0 is left
+// out, since the prefill's logits predict it and they do not depend on the policy.
+struct ContinuationScore {
+  std::vector<double> nll;      // [continuation - 1]: -log p(token), natural log
+  std::vector<double> kl;       // KL(full cache || this cache) of the next-token distributions
+  std::vector<uint8_t> agrees;  // 1 where the argmax equals the full cache's
+  size_t kv_after_prefill_bytes = 0;
+  size_t kv_full_after_prefill_bytes = 0;
+  double prefill_s = 0;  // the shared prefill (and look-ahead)
+  double forward_s = 0;  // this policy's continuation forward
+};
+
 // Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
 using LogitsObserver = std::function<void(const float* logits, size_t vocab)>;
 
@@ -111,6 +124,16 @@ class Engine {
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;
 
+  // Root only. Perplexity under compression: one recording prefill of request.prompt serves
+  // every policy; each compresses a copy, then `continuation` goes through it in one forward and
+  // is scored against the uncompressed cache's predictions of the same tokens. Every policy
+  // must share the first one's scoring settings (as generate_policies). Throws
+  // std::invalid_argument when the continuation has fewer than 2 tokens or prompt plus
+  // continuation do not fit the context. Results are parallel to `policies`.
+  std::vector<ContinuationScore> score_continuation(
+      const GenerateRequest& request, const std::vector<int32_t>& continuation,
+      const std::vector<compression::CompressionConfig>& policies) const;
+
   // Root only: prefills request.prompt recording the window scores of every head, and
   // compresses a copy under request.compression (for adakv profile). No token is generated.
   RecordedPrompt record_prompt(const GenerateRequest& request) const;
@@ -126,6 +149,9 @@ class Engine {
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;
   RecordedPrompt run_record_prompt(const GenerateRequest& request) const;
+  std::vector<ContinuationScore> run_score_continuation(
+      const GenerateRequest& request, const std::vector<int32_t>& continuation,
+      const std::vector<compression::CompressionConfig>& policies) const;
   // Collective: the rows of every model KV head from each rank's rows of its own heads
   // ([own heads][width] per rank; replicas after the first are skipped).
   std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;

@@ -69,6 +69,7 @@ std::string encode_command(const EngineCommand& c) {
   w.put(r.kv_dtype);
   w.put(r.block_tokens);
   w.put_vector(c.policies);
+  w.put_vector(c.continuation);
   return w.take();
 }
 
@@ -77,7 +78,7 @@ EngineCommand decode_command(const std::string& bytes) {
   if (in.get<uint32_t>() != kMagic) throw std::runtime_error("engine command: bad magic");
   EngineCommand c;
   c.op = in.get<EngineOp>();
-  if (c.op < EngineOp::kShutdown || c.op > EngineOp::kRecordPrompt) {
+  if (c.op < EngineOp::kShutdown || c.op > EngineOp::kScoreContinuation) {
     throw std::runtime_error("engine command: unknown operation");
   }
   auto& r = c.request;
@@ -89,6 +90,7 @@ EngineCommand decode_command(const std::string& bytes) {
   r.kv_dtype = in.get<kernels::KvDtype>();
   r.block_tokens = in.get<size_t>();
   c.policies = in.get_vector<compression::CompressionConfig>();
+  c.continuation = in.get_vector<int32_t>();
   if (!in.done()) throw std::runtime_error("engine command: trailing bytes");
   return c;
 }

@@ -16,13 +16,15 @@ enum class EngineOp : uint8_t {
   kShutdown = 1,
   kGenerate = 2,
   kGeneratePolicies = 3,
-  kRecordPrompt = 4
+  kRecordPrompt = 4,
+  kScoreContinuation = 5
 };
 
 struct EngineCommand {
   EngineOp op = EngineOp::kShutdown;
   GenerateRequest request;                               // every op but kShutdown
-  std::vector<compression::CompressionConfig> policies;  // kGeneratePolicies
+  std::vector<compression::CompressionConfig> policies;  // kGeneratePolicies, kScoreContinuation
+  std::vector<int32_t> continuation;                     // kScoreContinuation
 };
 
 std::string encode_command(const EngineCommand& command);

@@ -10,6 +10,7 @@
 #include "runtime/eval/niah.h"
 #include "runtime/eval/passkey.h"
 #include "runtime/eval/scoring.h"
+#include "runtime/eval/text_table.h"
 
 namespace adakv::eval {
 namespace {
@@ -27,22 +28,8 @@ std::string budget_label(const compression::CompressionConfig& c) {
   return buf;
 }
 
-std::string pct(double v) {
-  if (std::isnan(v)) return "-";
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.1f", 100 * v);
-  return buf;
-}
+}  // namespace
 
-// Right-aligns `s` in `width` columns (left-aligns with a negative width).
-std::string pad(const std::string& s, int width) {
-  const size_t w = static_cast<size_t>(std::abs(width));
-  if (s.size() >= w) return s;
-  const std::string fill(w - s.size(), ' ');
-  return width < 0 ? s + fill : fill + s;
-}
-
-// The first run with this policy and budget label, or npos.
 size_t find_run(const std::vector<PolicyRun>& runs, const std::string& policy,
                 const std::string& budget) {
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -50,8 +37,6 @@ size_t find_run(const std::vector<PolicyRun>& runs, const std::string& policy,
   }
   return std::string::npos;
 }
-
-}  // namespace
 
 const char* to_string(Task t) {
   return t == Task::kPasskey ? "passkey" : "niah";

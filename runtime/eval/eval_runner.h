@@ -34,6 +34,10 @@ std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
                                  const std::vector<std::string>& policies,
                                  const std::vector<std::string>& budgets);
 
+// The first run with this policy and budget label, or std::string::npos.
+size_t find_run(const std::vector<PolicyRun>& runs, const std::string& policy,
+                const std::string& budget);
+
 struct EvalSpec {
   Task task = Task::kPasskey;
   std::vector<size_t> lengths;  // prompt tokens, chat template included

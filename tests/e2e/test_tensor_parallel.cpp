@@ -188,6 +188,34 @@ TEST(TensorParallel, ProfileAndCompareUnderTp3MatchOneRank) {
   std::printf("[tp] compare under TP 1 and TP 3:\n%s", compares[1].c_str());
 }
 
+// eval ppl under TP 3: every rank holds a third of the heads, the continuation goes through
+// each policy's copy in one forward; perplexity, KL and KV kept are those of one rank.
+TEST(TensorParallel, EvalPplUnderTp3MatchesOneRank) {
+  json runs[2];
+  for (int i = 0; i < 2; ++i) {
+    const int np = i == 0 ? 1 : 3;
+    const auto out = work_dir() / ("ppl-" + std::to_string(np));
+    const auto r = adakv_mpi(np, "eval ppl --model " + model_path() +
+                                     " --lengths 400 --trials 1 --continuation 24 --budgets 0.2"
+                                     " --policies snapkv,adakv --lookahead 4 --threads 1 --out " +
+                                     out.string());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    runs[i] = json::parse(slurp(out / "ppl_results.json"))["runs"];
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  ASSERT_EQ(runs[1].size(), 3u);
+  for (size_t p = 0; p < 3; ++p) {
+    const double one = runs[0][p]["perplexity"].get<double>();
+    const double three = runs[1][p]["perplexity"].get<double>();
+    std::printf("[tp] ppl %s: TP 1 %.6f, TP 3 %.6f; KL %.6f vs %.6f\n",
+                runs[0][p]["policy"].get<std::string>().c_str(), one, three,
+                runs[0][p]["mean_kl"].get<double>(), runs[1][p]["mean_kl"].get<double>());
+    EXPECT_NEAR(three / one, 1.0, 1e-4);
+    EXPECT_NEAR(runs[1][p]["mean_kl"].get<double>(), runs[0][p]["mean_kl"].get<double>(), 1e-4);
+    EXPECT_EQ(runs[1][p]["kv_kept"], runs[0][p]["kv_kept"]);
+  }
+}
+
 TEST(TensorParallel, BadTpSizeNamesTheProblem) {
   // 9 attention heads do not split over 2 ranks.
   const auto r = adakv_mpi(2, "generate --model " + model_path() + " --prompt hi --max-tokens 1");

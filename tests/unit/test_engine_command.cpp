@@ -23,6 +23,7 @@ EngineCommand sample() {
   c.policies.resize(2);
   c.policies[1].policy = compression::Policy::kSnapKV;
   c.policies[1].budget_tokens = 128;
+  c.continuation = {7, 8, 9};
   return c;
 }
 
@@ -42,6 +43,7 @@ TEST(EngineCommand, RoundTrips) {
   ASSERT_EQ(d.policies.size(), 2u);
   EXPECT_EQ(d.policies[1].policy, compression::Policy::kSnapKV);
   EXPECT_EQ(d.policies[1].budget_tokens, 128u);
+  EXPECT_EQ(d.continuation, c.continuation);
   EXPECT_EQ(decode_command(encode_command(EngineCommand{})).op, EngineOp::kShutdown);
 }
 
