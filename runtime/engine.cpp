@@ -129,6 +129,19 @@ size_t Engine::check_request(const GenerateRequest& req) const {
                                   std::to_string(cfg.vocab_size));
     }
   }
+  if (n_prompt + req.reference.size() > cfg.context_length) {
+    throw std::invalid_argument(
+        "the prompt (" + std::to_string(n_prompt) + " tokens) and the reference answer (" +
+        std::to_string(req.reference.size()) + ") do not fit the model's context of " +
+        std::to_string(cfg.context_length));
+  }
+  for (int32_t id : req.reference) {
+    if (id < 0 || size_t(id) >= cfg.vocab_size) {
+      throw std::invalid_argument("reference token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " +
+                                  std::to_string(cfg.vocab_size));
+    }
+  }
   req.sampling.validate();
   // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt
   // check of validate(n) is for windows a user asked for (the CLI applies it).
@@ -447,7 +460,9 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   // Look-ahead, when a policy that scores asks for it (all share the first one's scoring).
   size_t steps = 0;
   for (const auto& p : policies) steps = std::max(steps, lookahead_steps(p, n_prompt));
-  BlockPool pool = make_pool(req, std::max(max_new, steps), policies.size() + 1);
+  // With a reference answer, one more copy per policy at a time scores it.
+  const size_t room = std::max({max_new, steps, req.reference.size()});
+  BlockPool pool = make_pool(req, room, policies.size() + 1 + (req.reference.empty() ? 0 : 1));
   PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
   std::vector<float> logits;
@@ -455,6 +470,7 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   model_.forward(req.prompt.data(), n_prompt, source, logits);
   const double lookahead_s = look_ahead(source, logits, steps);
   const double prefill_s = seconds_since(t0);
+  const std::vector<float> prefill_logits = req.reference.empty() ? std::vector<float>{} : logits;
 
   std::vector<GenerateResult> results(policies.size());
   std::vector<std::unique_ptr<PagedKvCache>> copies;
@@ -473,6 +489,12 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   }
   // All policies decode together: one forward per step for every sequence still running.
   decode(req, max_new, caches, std::move(logits), {}, {}, outs);
+  if (!req.reference.empty()) {
+    for (size_t i = 0; i < policies.size(); ++i) {
+      auto copy = source.compressed_copy(policies[i]);
+      results[i].reference_nll = reference_nll(*copy, req.reference, prefill_logits);
+    }
+  }
   for (size_t i = 0; i < policies.size(); ++i) {
     auto& c = results[i].compression;
     c.score_s = source.report().score_s;
@@ -524,6 +546,23 @@ void log_softmax(const float* row, size_t n, std::vector<double>& out) {
 }
 
 }  // namespace
+
+std::vector<double> Engine::reference_nll(PagedKvCache& cache, const std::vector<int32_t>& tokens,
+                                          const std::vector<float>& prefill_logits) const {
+  const size_t vocab = model_.config().vocab_size, n = tokens.size();
+  std::vector<float> logits;
+  model_.forward(tokens.data(), n, cache, logits, n);
+  if (!is_root() || logits.empty()) return {};
+  // Token 0 follows the prompt (the prefill's last row), token i the row of token i - 1.
+  std::vector<double> nll(n), lp;
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = i == 0 ? prefill_logits.data() + prefill_logits.size() - vocab
+                              : logits.data() + (i - 1) * vocab;
+    log_softmax(row, vocab, lp);
+    nll[i] = -lp[size_t(tokens[i])];
+  }
+  return nll;
+}
 
 std::vector<ContinuationScore> Engine::run_score_continuation(
     const GenerateRequest& req, const std::vector<int32_t>& continuation,

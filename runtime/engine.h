@@ -38,6 +38,9 @@ struct GenerateRequest {
   compression::CompressionConfig compression;  // policy full: no compression
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   size_t block_tokens = 16;
+  // generate_policies only: a known answer, teacher-forced after the prompt in each policy's
+  // cache (see GenerateResult::reference_nll). Empty: none.
+  std::vector<int32_t> reference;
 };
 
 struct GenerateResult {
@@ -61,6 +64,9 @@ struct GenerateResult {
   bool budgets_agree_across_ranks = true;
   double all_reduce_s = 0;       // this rank's time in the layers' all_reduce
   double budget_exchange_s = 0;  // time in the Ada-KV gain-matrix exchange
+  // -log p (natural log) of each request.reference token given the prompt (compressed by this
+  // result's policy) and the reference tokens before it; empty without a reference.
+  std::vector<double> reference_nll;
 };
 
 // What a recording prefill saw, for the whole model (every rank's heads): the window scores
@@ -119,7 +125,8 @@ class Engine {
   // One prefill of request.prompt serves every policy: the prompt is prefilled once with
   // scores recorded, then each policy compresses a copy of that cache and decodes from it
   // (prefill outputs do not depend on the policy). request.compression is ignored; every
-  // policy must share the first one's window, pooling, GQA aggregation and look-ahead.
+  // policy must share the first one's window, pooling, GQA aggregation and look-ahead. With
+  // request.reference, each policy also scores that answer on a second copy of its cache.
   std::vector<GenerateResult> generate_policies(
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;
@@ -170,6 +177,10 @@ class Engine {
   // up to `steps` greedy tokens (EOS ends early) so that their queries join the scoring, then
   // source.finish_lookahead() scores and rolls back. Returns the seconds spent.
   double look_ahead(PagedKvCache& source, std::vector<float> logits, size_t steps) const;
+  // Collective: teacher-forces `tokens` after the prompt in `cache` (right after its prefill;
+  // prefill_logits: the prefill's) and returns each token's -log p on rank 0 (empty elsewhere).
+  std::vector<double> reference_nll(PagedKvCache& cache, const std::vector<int32_t>& tokens,
+                                    const std::vector<float>& prefill_logits) const;
   // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.

@@ -68,6 +68,7 @@ std::string encode_command(const EngineCommand& c) {
   w.put(r.compression);
   w.put(r.kv_dtype);
   w.put(r.block_tokens);
+  w.put_vector(r.reference);
   w.put_vector(c.policies);
   w.put_vector(c.continuation);
   return w.take();
@@ -89,6 +90,7 @@ EngineCommand decode_command(const std::string& bytes) {
   r.compression = in.get<compression::CompressionConfig>();
   r.kv_dtype = in.get<kernels::KvDtype>();
   r.block_tokens = in.get<size_t>();
+  r.reference = in.get_vector<int32_t>();
   c.policies = in.get_vector<compression::CompressionConfig>();
   c.continuation = in.get_vector<int32_t>();
   if (!in.done()) throw std::runtime_error("engine command: trailing bytes");

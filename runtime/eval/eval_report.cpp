@@ -124,6 +124,10 @@ EvalResult from_json(const json& j) {
       run.correct = get<bool>(o, "correct", where);
       run.kv_kept = get<double>(o, "kv_kept", where);
       run.decode_s = get<double>(o, "decode_s", where);
+      // Absent from results written before it was measured; null when not measured.
+      if (o.contains("answer_nll") && o["answer_nll"].is_number()) {
+        run.answer_nll = o["answer_nll"].get<double>();
+      }
       rec.runs.push_back(run);
     }
     r.records.push_back(std::move(rec));

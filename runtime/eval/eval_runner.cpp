@@ -115,6 +115,17 @@ double EvalResult::kv_kept(size_t run) const {
   return records.empty() ? std::numeric_limits<double>::quiet_NaN() : sum / records.size();
 }
 
+double EvalResult::answer_nll(size_t run) const {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& r : records) {
+    if (std::isnan(r.runs[run].answer_nll)) continue;
+    sum += r.runs[run].answer_nll;
+    ++n;
+  }
+  return n ? sum / double(n) : std::numeric_limits<double>::quiet_NaN();
+}
+
 EvalResult run_eval(const runtime::Engine& engine, const EvalSpec& spec, const Progress& progress) {
   if (spec.lengths.empty() || spec.depths.empty() || spec.trials == 0) {
     throw std::invalid_argument("the grid is empty: give lengths, depths and trials >= 1");
@@ -171,6 +182,7 @@ EvalResult run_eval(const runtime::Engine& engine, const EvalSpec& spec, const P
         req.prompt = engine.encode_prompt(s.user_text, /*chat=*/true);
         req.max_tokens = spec.max_tokens;
         req.kv_dtype = spec.kv_dtype;
+        req.reference = engine.encode_prompt(s.reference, /*chat=*/false);
         rec.prompt_tokens = req.prompt.size();
         rec.depth = s.depth;
         rec.answer = s.answer;
@@ -184,6 +196,8 @@ EvalResult run_eval(const runtime::Engine& engine, const EvalSpec& spec, const P
           run.kv_kept = double(o.kv_after_prefill_bytes) /
                         double(std::max<size_t>(o.kv_full_after_prefill_bytes, 1));
           run.decode_s = o.decode_s;
+          run.answer_nll = 0;
+          for (double x : o.reference_nll) run.answer_nll += x;
           rec.runs.push_back(std::move(run));
         }
         rec.prefill_s = outs.front().prefill_s;
@@ -210,7 +224,7 @@ std::string format_summary(const EvalResult& r) {
   out += "accuracy in % (over all prompts, then per prompt length in tokens)\n";
   std::string line = pad("policy", -14) + pad("budget", -9) + pad("all", 7);
   for (size_t len : spec.lengths) line += pad(std::to_string(len), 8);
-  line += pad("/ full", 8) + pad("KV kept", 9);
+  line += pad("/ full", 8) + pad("KV kept", 9) + pad("ans NLL", 9);
   out += line + "\n" + std::string(line.size(), '-') + "\n";
   const double full = r.accuracy(0);
   for (size_t i = 0; i < spec.runs.size(); ++i) {
@@ -219,7 +233,9 @@ std::string format_summary(const EvalResult& r) {
     for (size_t li = 0; li < spec.lengths.size(); ++li) line += pad(pct(r.accuracy(i, li)), 8);
     char rel[32] = "-";
     if (full > 0) std::snprintf(rel, sizeof rel, "%.3f", acc / full);
-    line += pad(rel, 8) + pad(pct(r.kv_kept(i)) + "%", 9);
+    char nll[32] = "-";
+    if (!std::isnan(r.answer_nll(i))) std::snprintf(nll, sizeof nll, "%.3f", r.answer_nll(i));
+    line += pad(rel, 8) + pad(pct(r.kv_kept(i)) + "%", 9) + pad(nll, 9);
     out += line + "\n";
   }
   // Ada-KV against its uniform twin (SnapKV) and the full cache, budget by budget.
@@ -245,6 +261,21 @@ std::string format_summary(const EvalResult& r) {
                     100 * (r.accuracy(ada) - r.accuracy(snap)), run.policy.c_str(), only_ada,
                     only_snap);
       out += buf;
+      // The graded view: which of the two gives the right answer the higher likelihood.
+      size_t ada_higher = 0, snap_higher = 0;
+      for (const TrialRecord& rec : r.records) {
+        const double a = rec.runs[ada].answer_nll, b = rec.runs[snap].answer_nll;
+        ada_higher += a < b;
+        snap_higher += b < a;
+      }
+      if (ada_higher + snap_higher > 0) {
+        std::snprintf(buf, sizeof buf,
+                      "; answer NLL %.3f vs %.3f (lower with %s on %zu prompts, with snapkv on "
+                      "%zu)",
+                      r.answer_nll(ada), r.answer_nll(snap), run.policy.c_str(), ada_higher,
+                      snap_higher);
+        out += buf;
+      }
     }
     out += "\n";
   }
@@ -306,7 +337,8 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"relative_to_full", full > 0 ? num(r.accuracy(i) / full) : json(nullptr)},
                     {"accuracy_by_length", per_length},
                     {"accuracy_by_length_depth", cells},
-                    {"kv_kept", num(r.kv_kept(i))}});
+                    {"kv_kept", num(r.kv_kept(i))},
+                    {"answer_nll", num(r.answer_nll(i))}});
   }
   json records = json::array();
   for (const auto& rec : r.records) {
@@ -315,7 +347,8 @@ nlohmann::json to_json(const EvalResult& r) {
       outs.push_back({{"output", o.output},
                       {"correct", o.correct},
                       {"kv_kept", o.kv_kept},
-                      {"decode_s", o.decode_s}});
+                      {"decode_s", o.decode_s},
+                      {"answer_nll", num(o.answer_nll)}});
     }
     records.push_back({{"length", spec.lengths[rec.length_index]},
                        {"depth", spec.depths[rec.depth_index]},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -62,6 +63,10 @@ struct TrialRecord {
     bool correct = false;
     double kv_kept = 1;  // KV held after prefill / uncompressed
     double decode_s = 0;
+    // -log p (nats) of a right answer, teacher-forced: the whole sentence (Sample::reference)
+    // after the prompt in this run's cache. A graded measure next to right / wrong. NaN when
+    // not measured (results written before it existed).
+    double answer_nll = std::numeric_limits<double>::quiet_NaN();
   };
   std::vector<Run> runs;  // parallel to EvalSpec::runs
 };
@@ -77,6 +82,8 @@ struct EvalResult {
   double accuracy(size_t run, size_t length_index) const;
   double accuracy(size_t run, size_t length_index, size_t depth_index) const;
   double kv_kept(size_t run) const;  // mean over prompts
+  // Mean answer_nll over the prompts that have one; NaN when none has.
+  double answer_nll(size_t run) const;
 };
 
 // Called after each prompt with the record and how many prompts are done of how many.

@@ -114,6 +114,7 @@ Sample make_niah(const std::vector<std::string>& sentences, size_t target_tokens
   t.needle = "The special magic number of " + city + " is " + number + ".";
   t.question = "What is the special magic number of " + city + "? Answer with the number.";
   t.answer = number;
+  t.reference = t.needle;
   return build_sample(t, sentences, first, target_tokens, depth, count);
 }
 

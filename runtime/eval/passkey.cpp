@@ -19,6 +19,7 @@ Sample make_passkey(size_t target_tokens, double depth, uint64_t seed, const Tok
   t.needle = "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
   t.question = "What is the pass key? Answer with the number.";
   t.answer = key;
+  t.reference = "The pass key is " + key + ".";
   return build_sample(t, filler, 0, target_tokens, depth, count);
 }
 

@@ -134,6 +134,7 @@ Sample build_sample(const TaskText& text, const std::vector<std::string>& units,
   Sample s;
   s.user_text = compose(text, l.haystack);
   s.answer = text.answer;
+  s.reference = text.reference;
   s.prompt_tokens = count(s.user_text);
   s.haystack_tokens = size_t(std::lround(l.tokens));
   s.needle_offset = size_t(std::lround(l.offset));

@@ -20,15 +20,17 @@ namespace adakv::eval {
 using TokenCounter = std::function<size_t(const std::string& user_text)>;
 
 struct TaskText {
-  std::string intro;     // before the haystack (may be empty)
-  std::string needle;    // the sentence that carries the answer
-  std::string question;  // after the haystack
-  std::string answer;    // the digits the model must produce
+  std::string intro;      // before the haystack (may be empty)
+  std::string needle;     // the sentence that carries the answer
+  std::string question;   // after the haystack
+  std::string answer;     // the digits the model must produce
+  std::string reference;  // a whole right answer, as the model writes one (teacher-forced)
 };
 
 struct Sample {
   std::string user_text;       // the message to send (chat-wrapped by the caller's counter)
   std::string answer;          // expected digits
+  std::string reference;       // TaskText::reference
   size_t prompt_tokens = 0;    // counter(user_text)
   size_t haystack_tokens = 0;  // estimated tokens of the haystack without the needle
   size_t needle_offset = 0;    // estimated haystack tokens before the needle

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -45,6 +46,8 @@ TEST_F(EvalModel, PasskeyAt1kFullFindsTheKeyAndEverythingIsWritten) {
   EXPECT_NE(r.out.find("adakv         20%"), std::string::npos);
   EXPECT_NE(r.out.find("adakv @ 20%: "), std::string::npos);
   EXPECT_NE(r.out.find("points vs snapkv"), std::string::npos);
+  EXPECT_NE(r.out.find("ans NLL"), std::string::npos);
+  EXPECT_NE(r.out.find("; answer NLL "), std::string::npos);
   EXPECT_NE(r.err.find("[eval] 4/4 len 1024"), std::string::npos) << r.err;
 
   const auto j = nlohmann::json::parse(slurp(out_ / "passkey_results.json"));
@@ -59,6 +62,15 @@ TEST_F(EvalModel, PasskeyAt1kFullFindsTheKeyAndEverythingIsWritten) {
     ASSERT_EQ(rec["runs"].size(), 3u);
     EXPECT_DOUBLE_EQ(rec["runs"][0]["kv_kept"].get<double>(), 1.0);
     for (size_t i = 1; i < 3; ++i) EXPECT_LT(rec["runs"][i]["kv_kept"].get<double>(), 0.22);
+    // Every run scored the right answer teacher-forced; the full cache, which wrote it, finds it
+    // likely (a few nats over the whole sentence).
+    for (const auto& run : rec["runs"]) {
+      const double nll = run["answer_nll"].get<double>();
+      EXPECT_TRUE(std::isfinite(nll) && nll > 0) << run.dump();
+    }
+    if (rec["runs"][0]["correct"].get<bool>()) {
+      EXPECT_LT(rec["runs"][0]["answer_nll"].get<double>(), 5.0) << rec.dump();
+    }
     // Correct means the key is among the numbers written.
     for (const auto& run : rec["runs"]) {
       const bool found = run["output"].get<std::string>().find(rec["answer"].get<std::string>()) !=
@@ -97,7 +109,9 @@ TEST_F(EvalModel, BadGridsFailWithAMessage) {
   EXPECT_NE(r.err.find("depths"), std::string::npos) << r.err;
   r = adakv("eval");
   EXPECT_NE(r.rc, 0);
-  EXPECT_EQ(adakv("eval ppl").rc, 2);
+  r = adakv("eval ppl " + model() + " --continuation 1");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--continuation"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -121,6 +121,30 @@ TEST_F(PplModel, BadContinuationsNameTheProblem) {
   EXPECT_THROW(engine_->score_continuation(req, {1, -3}, policies), std::invalid_argument);
 }
 
+// eval passkey/niah score a right answer in each policy's cache from the same prefill that
+// generates: the numbers equal score_continuation's, which prefills on its own.
+TEST_F(PplModel, GeneratePoliciesScoresTheReferenceLikeScoreContinuation) {
+  adakv::runtime::GenerateRequest req;
+  req.prompt = text(0, 600);
+  req.max_tokens = 4;
+  req.reference = text(600, 20);
+  const std::vector<CompressionConfig> policies = {policy(Policy::kFull, 1.0),
+                                                   policy(Policy::kAdaKV, 0.2)};
+  const auto results = engine_->generate_policies(req, policies);
+  const auto scores = engine_->score_continuation(req, req.reference, policies);
+  for (size_t p = 0; p < 2; ++p) {
+    ASSERT_EQ(results[p].reference_nll.size(), 20u);
+    // Token 0 comes from the prefill's logits: the same for every policy.
+    EXPECT_EQ(results[p].reference_nll[0], results[0].reference_nll[0]);
+    const std::vector<double> rest(results[p].reference_nll.begin() + 1,
+                                   results[p].reference_nll.end());
+    EXPECT_EQ(rest, scores[p].nll) << "policy " << p;
+  }
+  EXPECT_NE(results[1].reference_nll, results[0].reference_nll);
+  req.reference.assign(8000, 42);
+  EXPECT_THROW(engine_->generate_policies(req, policies), std::invalid_argument);
+}
+
 TEST(PplCli, EvalPplWritesTheTableAndJson) {
   const fs::path out = fs::temp_directory_path() / ("adakv-ppl-" + std::to_string(::getpid()));
   fs::remove_all(out);

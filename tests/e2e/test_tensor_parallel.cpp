@@ -216,6 +216,34 @@ TEST(TensorParallel, EvalPplUnderTp3MatchesOneRank) {
   }
 }
 
+// eval niah under TP 3: the same answers and the same teacher-forced answer likelihood as one
+// rank (the reference answer travels with the command; every rank runs its forward).
+TEST(TensorParallel, EvalNiahAnswerLikelihoodUnderTp3MatchesOneRank) {
+  json records[2];
+  for (int i = 0; i < 2; ++i) {
+    const int np = i == 0 ? 1 : 3;
+    const auto out = work_dir() / ("niah-" + std::to_string(np));
+    const auto r = adakv_mpi(np, "eval niah --model " + model_path() +
+                                     " --lengths 400 --depths 50 --trials 1 --budgets 0.2"
+                                     " --policies snapkv,adakv --threads 1 --out " +
+                                     out.string());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    records[i] = json::parse(slurp(out / "niah_results.json"))["records"];
+  }
+  ASSERT_EQ(records[0].size(), 1u);
+  ASSERT_EQ(records[1].size(), 1u);
+  const json& one = records[0][0]["runs"];
+  const json& three = records[1][0]["runs"];
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(three.size(), 3u);
+  for (size_t p = 0; p < 3; ++p) {
+    EXPECT_EQ(three[p]["output"], one[p]["output"]);
+    const double a = one[p]["answer_nll"].get<double>(), b = three[p]["answer_nll"].get<double>();
+    std::printf("[tp] niah run %zu: answer NLL TP 1 %.6f, TP 3 %.6f\n", p, a, b);
+    EXPECT_NEAR(b, a, 1e-3 * std::max(1.0, a));
+  }
+}
+
 TEST(TensorParallel, BadTpSizeNamesTheProblem) {
   // 9 attention heads do not split over 2 ranks.
   const auto r = adakv_mpi(2, "generate --model " + model_path() + " --prompt hi --max-tokens 1");
