@@ -21,8 +21,8 @@ namespace adakv::eval {
 struct PplSpec {
   std::vector<size_t> lengths;  // context tokens (raw text, no chat template)
   size_t trials = 2;            // contexts per length, each from its own offset in the text
-  size_t continuation = 128;    // tokens scored after each context (the first is not: see
-                                // runtime::ContinuationScore)
+  // Tokens after each context; all but the first are scored (runtime::ContinuationScore).
+  size_t continuation = 128;
   uint64_t seed = 0;
   std::vector<PolicyRun> runs;  // runs[0] is the full-cache reference
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
