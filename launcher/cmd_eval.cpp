@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
+#include "launcher/eval_runs.h"
 #include "launcher/job.h"
 #include "runtime/engine.h"
 #include "runtime/eval/eval_report.h"
@@ -177,15 +178,6 @@ void print_progress(const eval::EvalSpec& spec, const eval::TrialRecord& rec, si
 
 int run_eval_command(const EvalOptions& o) {
   kernels::set_num_threads(o.threads);
-  auto* app = o.compression.app;
-  const bool one_policy = app->count("--policy") > 0, one_budget = app->count("--budget") > 0;
-  if (one_policy && app->count("--policies") > 0) {
-    throw std::invalid_argument("give --policy or --policies, not both");
-  }
-  if (one_budget && app->count("--budgets") > 0) {
-    throw std::invalid_argument("give --budget or --budgets, not both");
-  }
-  const auto base = o.compression.config();
   eval::EvalSpec spec;
   spec.task = o.task;
   spec.lengths = o.lengths;
@@ -198,9 +190,7 @@ int run_eval_command(const EvalOptions& o) {
   if (spec.task == eval::Task::kNiah && spec.haystack_files.empty()) {
     spec.haystack_files = eval::default_haystack_files();
   }
-  spec.runs = eval::make_runs(
-      base, one_policy ? std::vector<std::string>{o.compression.policy} : o.policies,
-      one_budget ? std::vector<std::string>{o.compression.budget} : o.budgets);
+  spec.runs = eval_runs(o.compression, o.policies, o.budgets);
 
   runtime::Engine engine(runtime::resolve_model(o.model), tp_group());
   if (!engine.is_root()) return engine.follow();

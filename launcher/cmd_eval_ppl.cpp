@@ -13,6 +13,7 @@
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
+#include "launcher/eval_runs.h"
 #include "launcher/job.h"
 #include "runtime/engine.h"
 #include "runtime/eval/eval_runner.h"
@@ -39,14 +40,6 @@ struct PplOptions {
 
 int run_ppl_command(const PplOptions& o) {
   kernels::set_num_threads(o.threads);
-  auto* app = o.compression.app;
-  const bool one_policy = app->count("--policy") > 0, one_budget = app->count("--budget") > 0;
-  if (one_policy && app->count("--policies") > 0) {
-    throw std::invalid_argument("give --policy or --policies, not both");
-  }
-  if (one_budget && app->count("--budgets") > 0) {
-    throw std::invalid_argument("give --budget or --budgets, not both");
-  }
   eval::PplSpec spec;
   spec.lengths = o.lengths;
   spec.trials = o.trials;
@@ -54,10 +47,7 @@ int run_ppl_command(const PplOptions& o) {
   spec.seed = o.seed;
   spec.kv_dtype = o.compression.dtype();
   spec.text_files = o.text;
-  spec.runs =
-      eval::make_runs(o.compression.config(),
-                      one_policy ? std::vector<std::string>{o.compression.policy} : o.policies,
-                      one_budget ? std::vector<std::string>{o.compression.budget} : o.budgets);
+  spec.runs = eval_runs(o.compression, o.policies, o.budgets);
 
   runtime::Engine engine(runtime::resolve_model(o.model), tp_group());
   if (!engine.is_root()) return engine.follow();
