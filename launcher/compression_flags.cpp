@@ -27,6 +27,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
   app->add_option("--lookahead", lookahead,
                   "Greedy tokens decoded with the full cache before compressing; their queries "
                   "join the window's scoring (default 0: off; at most 256)");
+  app->add_option("--lookahead-weight", lookahead_weight,
+                  "Weight of the look-ahead queries' attention against the window's in scoring "
+                  "(default 1)");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: f32|bf16|e4m3")
@@ -54,6 +57,7 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   if (given("--pool-shift")) c.pool_shift = non_negative(pool_shift, "--pool-shift");
   if (!gqa.empty()) c.gqa = compression::parse_gqa(gqa);
   if (given("--lookahead")) c.lookahead = non_negative(lookahead, "--lookahead");
+  if (given("--lookahead-weight")) c.lookahead_weight = lookahead_weight;
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

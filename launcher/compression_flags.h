@@ -14,7 +14,7 @@ namespace adakv::cli {
 
 struct CompressionFlags {
   std::string preset, policy, budget, scope, rule, pooling, gqa, kv_dtype = "f32";
-  double alpha = 0;
+  double alpha = 0, lookahead_weight = 0;
   long window = 0, delta = 0, b_min = 0, pool_kernel = 0, pool_sink = 0, pool_shift = 0,
        lookahead = 0;
   CLI::App* app = nullptr;  // to ask which flags were given

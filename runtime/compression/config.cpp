@@ -143,7 +143,7 @@ bool CompressionConfig::keeps_everything(size_t n) const {
 bool CompressionConfig::same_scoring(const CompressionConfig& o) const {
   return window == o.window && pooling == o.pooling && pool_kernel == o.pool_kernel &&
          pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa &&
-         lookahead == o.lookahead;
+         lookahead == o.lookahead && lookahead_weight == o.lookahead_weight;
 }
 
 void CompressionConfig::validate(size_t n) const {
@@ -167,6 +167,9 @@ void CompressionConfig::validate(size_t n) const {
   if (lookahead > kMaxLookahead) {
     fail("lookahead must be at most " + std::to_string(kMaxLookahead) + " tokens (got " +
          std::to_string(lookahead) + ")");
+  }
+  if (!(lookahead_weight > 0.0 && std::isfinite(lookahead_weight))) {
+    fail("lookahead_weight must be > 0 (got " + num(lookahead_weight) + ")");
   }
   if (delta == 0) fail("delta must be >= 1 (got 0)");
   if (!(pyramid_beta > 0.0 && std::isfinite(pyramid_beta))) {
@@ -255,6 +258,7 @@ CompressionConfig load_preset(const std::string& path) {
       {"pool_sink", size_value(&CompressionConfig::pool_sink)},
       {"pool_shift", size_value(&CompressionConfig::pool_shift)},
       {"lookahead", size_value(&CompressionConfig::lookahead)},
+      {"lookahead_weight", real_value(&CompressionConfig::lookahead_weight)},
       {"gqa", [](const std::string& v, CompressionConfig& cfg) { cfg.gqa = parse_gqa(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},

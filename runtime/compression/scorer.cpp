@@ -34,11 +34,29 @@ std::vector<float> score_observations(const float* q_obs, size_t q_stride, const
     throw std::invalid_argument("score_observations: need 1 <= observed queries < keys");
   }
   const size_t prefix = n_keys - n_obs, group = Hq / Hkv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
+  // Weighted look-ahead: the look-ahead queries (all after the first window ones) are summed
+  // apart and scaled, and the window's, which see only the prompt's keys, added on the prefix.
+  const bool weighted = c.lookahead_weight != 1.0 && n_obs > c.window;
+  const size_t first = weighted ? c.window : 0;
   std::vector<float> mass(Hq * n_keys);
   kernels::check(
-      kernels::window_attention_mass(mass.data(), q_obs, q_stride, k, k_stride, n_keys, n_obs, Hq,
-                                     Hkv, Dh, 1.0f / std::sqrt(static_cast<float>(Dh))),
+      kernels::window_attention_mass(mass.data(), q_obs + first * q_stride, q_stride, k, k_stride,
+                                     n_keys, n_obs - first, Hq, Hkv, Dh, scale),
       "window_attention_mass");
+  if (weighted) {
+    const size_t n_prompt = n_keys - (n_obs - c.window);
+    std::vector<float> window_mass(Hq * n_prompt);
+    kernels::check(kernels::window_attention_mass(window_mass.data(), q_obs, q_stride, k, k_stride,
+                                                  n_prompt, c.window, Hq, Hkv, Dh, scale),
+                   "window_attention_mass");
+    const auto w = static_cast<float>(c.lookahead_weight);
+    for (size_t h = 0; h < Hq; ++h) {
+      for (size_t j = 0; j < prefix; ++j) {
+        mass[h * n_keys + j] = window_mass[h * n_prompt + j] + w * mass[h * n_keys + j];
+      }
+    }
+  }
   std::vector<float> pooled(Hq * prefix), scores(Hkv * prefix);
   const size_t sink = std::min(c.pool_sink, prefix);
   for (size_t h = 0; h < Hq; ++h) {

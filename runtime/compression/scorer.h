@@ -22,6 +22,8 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
 // prefix is positions 0 .. n_keys - n_obs - 1. score_layer is this with the window's queries;
 // with look-ahead the observed queries are the window's followed by the pseudo-queries of the
 // tokens decoded after the prompt (their keys then extend k). Requires 1 <= n_obs < n_keys.
+// When n_obs > config.window, the queries after the first window ones are look-ahead queries
+// and their attention is scaled by config.lookahead_weight.
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
                                       size_t Hkv, size_t Dh, const CompressionConfig& config);

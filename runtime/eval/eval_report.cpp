@@ -54,6 +54,9 @@ PolicyRun run_from_json(const json& j, const std::string& where) {
   if (j.contains("pool_sink")) c.pool_sink = get<size_t>(j, "pool_sink", where);
   if (j.contains("pool_shift")) c.pool_shift = get<size_t>(j, "pool_shift", where);
   if (j.contains("lookahead")) c.lookahead = get<size_t>(j, "lookahead", where);
+  if (j.contains("lookahead_weight")) {
+    c.lookahead_weight = get<double>(j, "lookahead_weight", where);
+  }
   if (j.contains("gqa")) c.gqa = compression::parse_gqa(get<std::string>(j, "gqa", where));
   return run;
 }
@@ -64,9 +67,9 @@ std::string run_signature(const PolicyRun& r) {
   return r.label() + " (window " + std::to_string(c.window) + ", " +
          compression::to_string(c.pooling) + " " + std::to_string(c.pool_kernel) + " sink " +
          std::to_string(c.pool_sink) + " shift " + std::to_string(c.pool_shift) + ", lookahead " +
-         std::to_string(c.lookahead) + ", gqa " + compression::to_string(c.gqa) + ", alpha " +
-         std::to_string(c.alpha) + ", scope " + compression::to_string(c.scope) + ", rule " +
-         compression::to_string(c.rule) + ")";
+         std::to_string(c.lookahead) + " x " + std::to_string(c.lookahead_weight) + ", gqa " +
+         compression::to_string(c.gqa) + ", alpha " + std::to_string(c.alpha) + ", scope " +
+         compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) + ")";
 }
 
 }  // namespace

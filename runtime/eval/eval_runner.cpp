@@ -332,6 +332,7 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"pool_sink", c.pool_sink},
                     {"pool_shift", c.pool_shift},
                     {"lookahead", c.lookahead},
+                    {"lookahead_weight", c.lookahead_weight},
                     {"gqa", compression::to_string(c.gqa)},
                     {"accuracy", num(r.accuracy(i))},
                     {"relative_to_full", full > 0 ? num(r.accuracy(i) / full) : json(nullptr)},

@@ -214,6 +214,7 @@ nlohmann::json to_json(const PplResult& r) {
                     {"pool_kernel", c.pool_kernel},
                     {"gqa", compression::to_string(c.gqa)},
                     {"lookahead", c.lookahead},
+                    {"lookahead_weight", c.lookahead_weight},
                     {"perplexity", num(r.perplexity(i))},
                     {"perplexity_by_length", per_length},
                     {"relative_to_full", num(r.perplexity(i) / r.perplexity(0))},

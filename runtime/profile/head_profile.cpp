@@ -236,6 +236,7 @@ nlohmann::json to_json(const HeadProfile& p) {
         {"pool_sink", c.pool_sink},
         {"pool_shift", c.pool_shift},
         {"lookahead", c.lookahead},
+        {"lookahead_weight", c.lookahead_weight},
         {"gqa", compression::to_string(c.gqa)}}},
       {"thresholds",
        {{"sink_tokens", p.thresholds.sink_tokens},

@@ -134,7 +134,9 @@ TEST(TensorParallel, ReplicatedKvHeadsContributeOnce) {
       make_model("syn2", "--layers 2 --heads 8 --kv-heads 2 --head-dim 16 --ffn 256");
   const auto prompt = prompt_file(1200);
   for (const char* policy : {"--policy adakv --budget 0.2 --scope layer",
-                             "--policy adakv --budget 0.2 --scope layer --lookahead 8"}) {
+                             "--policy adakv --budget 0.2 --scope layer --lookahead 8",
+                             "--policy adakv --budget 0.2 --scope layer --lookahead 8 "
+                             "--lookahead-weight 4"}) {
     SCOPED_TRACE(policy);
     const auto one = run_tp(1, model, prompt, policy);
     const auto four = run_tp(4, model, prompt, policy);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <stdexcept>
@@ -116,6 +117,9 @@ TEST(CompressionConfig, EveryBadValueNamesItsField) {
       {[](auto& c) { c.window = 0; }, {"window", "0"}},
       {[](auto& c) { c.pool_shift = 4; }, {"pool_shift", "4", "3"}},  // kernel 7: at most 3
       {[](auto& c) { c.lookahead = 257; }, {"lookahead", "257", "256"}},
+      {[](auto& c) { c.lookahead_weight = 0.0; }, {"lookahead_weight", "0"}},
+      {[](auto& c) { c.lookahead_weight = -2.0; }, {"lookahead_weight", "-2"}},
+      {[](auto& c) { c.lookahead_weight = std::nan(""); }, {"lookahead_weight", "nan"}},
       {[](auto& c) { c.budget_tokens = 16; }, {"budget", "16", "window", "32"}},
       {[](auto& c) {
          c.policy = Policy::kStreaming;
@@ -219,6 +223,7 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(d.pool_kernel, ref.pool_kernel);
   EXPECT_EQ(d.pool_sink, ref.pool_sink);
   EXPECT_EQ(d.pool_shift, ref.pool_shift);
+  EXPECT_DOUBLE_EQ(d.lookahead_weight, ref.lookahead_weight);
   EXPECT_EQ(d.gqa, ref.gqa);
   EXPECT_EQ(d.scope, ref.scope);
   EXPECT_EQ(d.rule, ref.rule);
@@ -259,6 +264,7 @@ pool_sink: 3
 pool_shift: 2
 gqa: max
 lookahead: 12
+lookahead_weight: 2.5
 scope: global
 rule: waterfill
 delta: 8
@@ -277,6 +283,7 @@ sink: 2
   EXPECT_EQ(c.pool_shift, 2u);
   EXPECT_EQ(c.gqa, GqaAggregation::kMax);
   EXPECT_EQ(c.lookahead, 12u);
+  EXPECT_DOUBLE_EQ(c.lookahead_weight, 2.5);
   EXPECT_EQ(c.scope, Scope::kGlobal);
   EXPECT_EQ(c.rule, Rule::kWaterfill);
   EXPECT_EQ(c.delta, 8u);
@@ -300,6 +307,7 @@ TEST(CompressionPreset, BadFilesNameTheFileAndKey) {
       {"list", "budget: [1, 2]\n", {"budget"}},
       {"novalue", "alpha:\n", {"alpha"}},
       {"range", "alpha: 2\n", {"alpha", "2"}},
+      {"weight", "lookahead_weight: 0\n", {"lookahead_weight", "0"}},
       {"even", "pool_kernel: 4\n", {"pool_kernel", "4"}},
       {"shift", "pool_kernel: 5\npool_shift: 3\n", {"pool_shift", "3", "2"}},
       {"badname", "rule: greedy\n", {"rule", "greedy", "topk|waterfill"}},

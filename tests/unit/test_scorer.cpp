@@ -132,3 +132,51 @@ TEST(ScoreLayer, ASinkDoesNotLiftItsNeighbours) {
   EXPECT_NEAR(sunk[5], sunk[10], 1e-6f);  // both windows hold 9 non-sink positions
   EXPECT_GT(sunk[0], 100 * sunk[3]);
 }
+
+// With look-ahead the observed queries are the window's (which see the prompt's keys) followed
+// by the look-ahead's (which see the prompt and the tokens decoded after it); lookahead_weight
+// scales the second group's mass and leaves the first alone.
+TEST(ScoreObservations, LookAheadWeightScalesOnlyTheLookAheadQueries) {
+  const size_t n_prompt = 41, W = 8, steps = 5, n_keys = n_prompt + steps, n_obs = W + steps;
+  const size_t Hq = 4, Hkv = 2, Dh = 8, prefix = n_prompt - W, group = Hq / Hkv;
+  const auto q = adakv::test::random_vector(n_keys * Hq * Dh, 21, 1.0f);
+  const auto kk = adakv::test::random_vector(n_keys * Hkv * Dh, 22, 1.0f);
+  const float* q_obs = q.data() + prefix * Hq * Dh;
+  const float scale = 1.0f / std::sqrt(float(Dh));
+  std::vector<float> window_mass(Hq * n_prompt), ahead_mass(Hq * n_keys);
+  k::check(k::window_attention_mass(window_mass.data(), q_obs, Hq * Dh, kk.data(), Hkv * Dh,
+                                    n_prompt, W, Hq, Hkv, Dh, scale),
+           "window_attention_mass");
+  k::check(k::window_attention_mass(ahead_mass.data(), q_obs + W * Hq * Dh, Hq * Dh, kk.data(),
+                                    Hkv * Dh, n_keys, steps, Hq, Hkv, Dh, scale),
+           "window_attention_mass");
+  c::CompressionConfig config;
+  config.window = W;
+  config.pooling = c::Pooling::kAvg;
+  config.pool_kernel = 1;  // no smoothing: the scores are the GQA means of the mass
+  for (double weight : {1.0, 3.0, 0.25}) {
+    SCOPED_TRACE(testing::Message() << "weight " << weight);
+    config.lookahead_weight = weight;
+    const auto got = c::score_observations(q_obs, Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq,
+                                           Hkv, Dh, config);
+    ASSERT_EQ(got.size(), Hkv * prefix);
+    for (size_t g = 0; g < Hkv; ++g) {
+      for (size_t j = 0; j < prefix; ++j) {
+        float want = 0;
+        for (size_t r = 0; r < group; ++r) {
+          const size_t h = g * group + r;
+          want += (window_mass[h * n_prompt + j] + float(weight) * ahead_mass[h * n_keys + j]) /
+                  float(group);
+        }
+        ASSERT_NEAR(got[g * prefix + j], want, 1e-5f * (1.0f + want)) << g << " " << j;
+      }
+    }
+  }
+  // Without look-ahead queries the weight changes nothing.
+  config.lookahead_weight = 1.0;
+  const auto plain =
+      c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config);
+  config.lookahead_weight = 3.0;
+  EXPECT_EQ(plain,
+            c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config));
+}
