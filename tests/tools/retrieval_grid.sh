@@ -4,7 +4,8 @@
 # preset. The two tasks run side by side, one thread each; the grid is prefill-bound (on 2 cores
 # at 10 trials: about 50 minutes up to 4k, 8k alone about 100 more, hence TRIALS_8K). A length
 # whose results file exists is not run again, so a stopped grid resumes. Each task's merged
-# table lands in OUT/<task>/. BUDGETS=64,128,256 runs the grid at tokens per head instead.
+# table lands in OUT/<task>/. BUDGETS=64,128,256 runs the grid at tokens per head instead;
+# FLAGS="--lookahead-weight 4" adds compression flags on top of the preset.
 #
 #   tests/tools/retrieval_grid.sh OUT SEED [TRIALS [TRIALS_8K]]
 set -euo pipefail
@@ -16,6 +17,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 adakv=${ADAKV:-$top/build/adakv}  # ADAKV=copy: rebuilding the tree cannot touch a running grid
 preset=$top/configs/compression/smollm2-135m.yaml
 budgets=${BUDGETS:-0.1,0.2,0.5}
+read -r -a flags <<<"${FLAGS:-}"
 [ -x "$adakv" ] || { echo "retrieval_grid: $adakv is missing; run 'make build' first" >&2; exit 2; }
 mkdir -p "$out"
 
@@ -27,7 +29,7 @@ run_task() {
     [ "$len" = 8000 ] && n=$trials_8k
     "$adakv" eval "$task" --lengths "$len" --trials "$n" --seed "$seed" --threads 1 \
       --budgets "$budgets" --policies snapkv,adakv,pyramidkv,ada-pyramid --preset "$preset" \
-      --out "$out/$task-$len" >"$out/$task-$len.log" 2>&1
+      "${flags[@]}" --out "$out/$task-$len" >"$out/$task-$len.log" 2>&1
   done
   "$adakv" eval report "$out/$task"-*/"${task}_results.json" --out "$out/$task" >"$out/$task.log"
 }
