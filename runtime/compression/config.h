@@ -50,9 +50,9 @@ struct CompressionConfig {
   // full cache of every layer until they end. 0 = off (official).
   size_t lookahead = 0;
   // Weight of the look-ahead queries' attention against the window's in the scores (> 0).
-  // The window has 32 queries and the look-ahead at most a few dozen; the heads that copy a
-  // number read it only from the look-ahead queries, and at small budgets Ada-KV can starve
-  // them when those count as one query each. 1 = every observed query counts the same (LAQ).
+  // The heads that copy a number read it only through the look-ahead queries; counted one
+  // query each beside the window's, they can lose their budget to Ada-KV at small budgets.
+  // 1 = every observed query counts the same (LAQ).
   double lookahead_weight = 1;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
@@ -94,9 +94,8 @@ GqaAggregation parse_gqa(const std::string& s);
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
-// pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead,
-// lookahead_weight, scope, rule, delta, b_min,
-// pyramid_beta, sink; absent keys keep their defaults, an empty file gives the defaults. Unreadable
+// pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight, scope, rule,
+// delta, b_min, pyramid_beta, sink; absent keys keep their defaults, an empty file gives the defaults. Unreadable
 // files, YAML syntax errors, unknown or duplicate keys and bad values throw std::invalid_argument
 // naming the file (and the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path);
