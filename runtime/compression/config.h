@@ -95,9 +95,9 @@ void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
 // pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight, scope, rule,
-// delta, b_min, pyramid_beta, sink; absent keys keep their defaults, an empty file gives the defaults. Unreadable
-// files, YAML syntax errors, unknown or duplicate keys and bad values throw std::invalid_argument
-// naming the file (and the key); the result is validate()d.
+// delta, b_min, pyramid_beta, sink; absent keys keep their defaults, an empty file gives the
+// defaults. Unreadable files, YAML syntax errors, unknown or duplicate keys and bad values throw
+// std::invalid_argument naming the file (and the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path);
 
 }  // namespace adakv::compression
