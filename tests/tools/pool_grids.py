@@ -38,7 +38,8 @@ def main():
             raise SystemExit(f"pool_grids: no */*_results.json under {grid}")
         count = collections.Counter()
         for path in files:
-            d = json.load(open(path))
+            with open(path) as f:
+                d = json.load(f)
             task = d["task"]
             index = {(r["policy"], r["budget"]): i for i, r in enumerate(d["runs"])}
             budgets = sorted(b for (p, b) in index if p == args.a and (args.b, b) in index)
