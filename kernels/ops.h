@@ -119,10 +119,11 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
 //   out[h][j] = sum_{i=n-W}^{n-1} [j <= i] softmax_j'(q_i . k_j' * scale)[j]
 // q: the W window queries only, [W][Hq][Dh] (row stride q_stride; row 0 is position n-W),
 // k: [n][Hkv][Dh] (row stride k_stride), out: [Hq][n]. Only W x n scores per head are formed,
-// never n x n. Requires 1 <= W <= n.
+// never n x n. Requires 1 <= W <= n. When peak is not null it receives, from the same pass, the
+// largest of those W probabilities instead of their sum ([Hq][n]; 0 where no query reads j).
 Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
                              size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
-                             float scale, Stream stream = {});
+                             float scale, float* peak = nullptr, Stream stream = {});
 
 // float <-> storage conversions used by the KV blocks (exposed for tests).
 uint16_t fp32_to_bf16(float x);  // round to nearest even; NaN stays NaN

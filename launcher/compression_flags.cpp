@@ -30,6 +30,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
   app->add_option("--lookahead-weight", lookahead_weight,
                   "Weight of the look-ahead queries' attention against the window's in scoring "
                   "(default 1)");
+  app->add_option("--budget-scores", budget_scores,
+                  "Scores that size Ada-KV's head budgets: sum (the selection's, default) or "
+                  "peak (each token's largest attention from one observed query)");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: f32|bf16|e4m3")
@@ -58,6 +61,7 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   if (!gqa.empty()) c.gqa = compression::parse_gqa(gqa);
   if (given("--lookahead")) c.lookahead = non_negative(lookahead, "--lookahead");
   if (given("--lookahead-weight")) c.lookahead_weight = lookahead_weight;
+  if (!budget_scores.empty()) c.budget_scores = compression::parse_budget_scores(budget_scores);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

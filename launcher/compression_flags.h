@@ -1,7 +1,7 @@
 // The KV-compression flags shared by generate, eval and bench (DESIGN.md, "The CLI"):
 // --policy --budget --window --alpha --scope --rule --pooling --pool-kernel --pool-sink
-// --pool-shift --gqa --lookahead --delta --b-min --preset --kv-dtype. A preset file gives the
-// defaults; flags given on the command line override it.
+// --pool-shift --gqa --lookahead --lookahead-weight --budget-scores --delta --b-min --preset
+// --kv-dtype. A preset file gives the defaults; flags given on the command line override it.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,7 +13,7 @@
 namespace adakv::cli {
 
 struct CompressionFlags {
-  std::string preset, policy, budget, scope, rule, pooling, gqa, kv_dtype = "f32";
+  std::string preset, policy, budget, scope, rule, pooling, gqa, budget_scores, kv_dtype = "f32";
   double alpha = 0, lookahead_weight = 0;
   long window = 0, delta = 0, b_min = 0, pool_kernel = 0, pool_sink = 0, pool_shift = 0,
        lookahead = 0;

@@ -1,8 +1,8 @@
 // Observation-window attention mass (the Ada-KV / SnapKV scorer's input): the causal softmax
 // attention of the last W prompt queries over the prompt, recomputed from Q and K and summed
-// over the window. Per query head only a W x n score tile is formed, never n x n; it is one
-// GEMM (the window's queries against every key), most of whose causally masked corner is
-// computed and ignored (W is small next to n).
+// over the window (and, on request, its largest value over the window). Per query head only a
+// W x n score tile is formed, never n x n; it is one GEMM (the window's queries against every
+// key), most of whose causally masked corner is computed and ignored (W is small next to n).
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,7 +16,7 @@ namespace adakv::kernels {
 
 Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
                              size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
-                             float scale, Stream) {
+                             float scale, float* peak, Stream) {
   if (Hkv == 0 || Hq % Hkv != 0 || Dh == 0 || W == 0 || W > n) return Status::kInvalidArgument;
   if (!out || !q || !k) return Status::kInvalidArgument;
   if ((W > 1 && q_stride < Hq * Dh) || (n > 1 && k_stride < Hkv * Dh)) {
@@ -45,7 +45,9 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
                   static_cast<int>(n));
 
       float* oh = out + h * n;
+      float* ph = peak ? peak + h * n : nullptr;
       std::fill(oh, oh + n, 0.0f);
+      if (ph) std::fill(ph, ph + n, 0.0f);
       for (size_t i = 0; i < W; ++i) {
         float* si = scores.data() + i * n;
         const size_t n_keys = first + i + 1;
@@ -59,6 +61,10 @@ Status window_attention_mass(float* out, const float* q, size_t q_stride, const 
         const float inv = 1.0f / sum;
 #pragma omp simd
         for (size_t j = 0; j < n_keys; ++j) oh[j] += si[j] * inv;
+        if (ph) {
+#pragma omp simd
+          for (size_t j = 0; j < n_keys; ++j) ph[j] = std::max(ph[j], si[j] * inv);
+        }
       }
     }
   }

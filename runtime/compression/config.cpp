@@ -86,6 +86,8 @@ constexpr std::pair<const char*, Pooling> kPoolings[] = {{"maxpool", Pooling::kM
                                                          {"avg", Pooling::kAvg}};
 constexpr std::pair<const char*, GqaAggregation> kGqa[] = {{"mean", GqaAggregation::kMean},
                                                            {"max", GqaAggregation::kMax}};
+constexpr std::pair<const char*, BudgetScores> kBudgetScores[] = {{"sum", BudgetScores::kSum},
+                                                                  {"peak", BudgetScores::kPeak}};
 
 template <typename E, size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -112,6 +114,9 @@ const char* to_string(Pooling p) {
 const char* to_string(GqaAggregation g) {
   return name_of(g, kGqa);
 }
+const char* to_string(BudgetScores b) {
+  return name_of(b, kBudgetScores);
+}
 
 Policy parse_policy(const std::string& s) {
   return parse_name(s, "policy", kPolicies);
@@ -128,6 +133,9 @@ Pooling parse_pooling(const std::string& s) {
 GqaAggregation parse_gqa(const std::string& s) {
   return parse_name(s, "gqa", kGqa);
 }
+BudgetScores parse_budget_scores(const std::string& s) {
+  return parse_name(s, "budget_scores", kBudgetScores);
+}
 
 size_t CompressionConfig::budget_per_head(size_t n) const {
   if (budget_tokens > 0) return std::min(budget_tokens, n);
@@ -143,7 +151,8 @@ bool CompressionConfig::keeps_everything(size_t n) const {
 bool CompressionConfig::same_scoring(const CompressionConfig& o) const {
   return window == o.window && pooling == o.pooling && pool_kernel == o.pool_kernel &&
          pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa &&
-         lookahead == o.lookahead && lookahead_weight == o.lookahead_weight;
+         lookahead == o.lookahead && lookahead_weight == o.lookahead_weight &&
+         budget_scores == o.budget_scores;
 }
 
 void CompressionConfig::validate(size_t n) const {
@@ -260,6 +269,8 @@ CompressionConfig load_preset(const std::string& path) {
       {"lookahead", size_value(&CompressionConfig::lookahead)},
       {"lookahead_weight", real_value(&CompressionConfig::lookahead_weight)},
       {"gqa", [](const std::string& v, CompressionConfig& cfg) { cfg.gqa = parse_gqa(v); }},
+      {"budget_scores", [](const std::string& v,
+                           CompressionConfig& cfg) { cfg.budget_scores = parse_budget_scores(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},
       {"delta", size_value(&CompressionConfig::delta)},

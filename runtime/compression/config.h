@@ -19,6 +19,7 @@ enum class Scope { kLayer, kGlobal };       // allocate per layer, or across all
 enum class Rule { kTopK, kWaterfill };      // Ada-KV allocation rule (DESIGN.md)
 enum class Pooling { kMax, kAvg };          // smoothing of scores along the sequence
 enum class GqaAggregation { kMean, kMax };  // query heads of a group -> one KV head score
+enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores that size budgets
 
 // Look-ahead steps are decode steps with the full cache: a few dozen pay for themselves, more
 // cost more than the prefill they serve.
@@ -54,6 +55,14 @@ struct CompressionConfig {
   // query each beside the window's, they can lose their budget to Ada-KV at small budgets.
   // 1 = every observed query counts the same (LAQ).
   double lookahead_weight = 1;
+  // Which scores Ada-KV's allocation reads (its gain matrix); tokens are always picked by the
+  // summed scores. sum: those same scores (official). peak: each token's largest attention
+  // from any one observed query (look-ahead ones scaled by lookahead_weight), pooled and
+  // aggregated over the GQA group like the sum. A head that one query reads sharply (the copy
+  // of a number by the look-ahead queries) then keeps the budget for it, where the sum over
+  // all observed queries would spread that need thin and give the budget to heads that many
+  // queries read a little.
+  BudgetScores budget_scores = BudgetScores::kSum;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
   size_t delta = 16;         // waterfill tile, tokens
@@ -66,7 +75,8 @@ struct CompressionConfig {
   // True when this policy and budget keep every token of an n-token prompt.
   bool keeps_everything(size_t n) const;
   // True when `other` scores tokens exactly as this config does (window, pooling, kernel, sink,
-  // shift, GQA aggregation, look-ahead): scores recorded under one serve every policy of the other.
+  // shift, GQA aggregation, look-ahead, budget scores): scores recorded under one serve every
+  // policy of the other.
   bool same_scoring(const CompressionConfig& other) const;
   // Throws std::invalid_argument naming the bad field (negative or zero budget, ratio > 1,
   // alpha outside [0, 1], even or zero pool kernel, delta 0, beta <= 0, window 0; unless the
@@ -84,20 +94,22 @@ const char* to_string(Scope s);
 const char* to_string(Rule r);
 const char* to_string(Pooling p);
 const char* to_string(GqaAggregation g);
+const char* to_string(BudgetScores b);
 Policy parse_policy(const std::string& s);
 Scope parse_scope(const std::string& s);
 Rule parse_rule(const std::string& s);
 Pooling parse_pooling(const std::string& s);
 GqaAggregation parse_gqa(const std::string& s);
+BudgetScores parse_budget_scores(const std::string& s);
 // "0.2" or "20%" -> ratio in (0, 1]; "128" (integer >= 1, no dot) -> tokens per head. Throws
 // std::invalid_argument for anything else ("", "abc", "-1", "0", "1.5", "150%").
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, window, alpha,
-// pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight, scope, rule,
-// delta, b_min, pyramid_beta, sink; absent keys keep their defaults, an empty file gives the
-// defaults. Unreadable files, YAML syntax errors, unknown or duplicate keys and bad values throw
-// std::invalid_argument naming the file (and the key); the result is validate()d.
+// pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight, budget_scores,
+// scope, rule, delta, b_min, pyramid_beta, sink; absent keys keep their defaults, an empty file
+// gives the defaults. Unreadable files, YAML syntax errors, unknown or duplicate keys and bad
+// values throw std::invalid_argument naming the file (and the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path);
 
 }  // namespace adakv::compression

@@ -27,36 +27,13 @@ void pool1d(const float* in, float* out, size_t n, size_t kernel, Pooling poolin
   }
 }
 
-std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
-                                      size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
-                                      size_t Hkv, size_t Dh, const CompressionConfig& c) {
-  if (n_obs == 0 || n_obs >= n_keys) {
-    throw std::invalid_argument("score_observations: need 1 <= observed queries < keys");
-  }
-  const size_t prefix = n_keys - n_obs, group = Hq / Hkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
-  // Weighted look-ahead: the look-ahead queries (all after the first window ones) are summed
-  // apart and scaled, and the window's, which see only the prompt's keys, added on the prefix.
-  const bool weighted = c.lookahead_weight != 1.0 && n_obs > c.window;
-  const size_t first = weighted ? c.window : 0;
-  std::vector<float> mass(Hq * n_keys);
-  kernels::check(
-      kernels::window_attention_mass(mass.data(), q_obs + first * q_stride, q_stride, k, k_stride,
-                                     n_keys, n_obs - first, Hq, Hkv, Dh, scale),
-      "window_attention_mass");
-  if (weighted) {
-    const size_t n_prompt = n_keys - (n_obs - c.window);
-    std::vector<float> window_mass(Hq * n_prompt);
-    kernels::check(kernels::window_attention_mass(window_mass.data(), q_obs, q_stride, k, k_stride,
-                                                  n_prompt, c.window, Hq, Hkv, Dh, scale),
-                   "window_attention_mass");
-    const auto w = static_cast<float>(c.lookahead_weight);
-    for (size_t h = 0; h < Hq; ++h) {
-      for (size_t j = 0; j < prefix; ++j) {
-        mass[h * n_keys + j] = window_mass[h * n_prompt + j] + w * mass[h * n_keys + j];
-      }
-    }
-  }
+namespace {
+
+// Pooling along the sequence and aggregation over each GQA group: [Hq][n_keys] observed
+// attention -> [Hkv][prefix] scores. Clobbers the sink positions of `mass`.
+std::vector<float> pool_and_aggregate(std::vector<float>& mass, size_t n_keys, size_t prefix,
+                                      size_t Hq, size_t Hkv, const CompressionConfig& c) {
+  const size_t group = Hq / Hkv;
   std::vector<float> pooled(Hq * prefix), scores(Hkv * prefix);
   const size_t sink = std::min(c.pool_sink, prefix);
   for (size_t h = 0; h < Hq; ++h) {
@@ -84,12 +61,54 @@ std::vector<float> score_observations(const float* q_obs, size_t q_stride, const
   return scores;
 }
 
+}  // namespace
+
+std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
+                                      size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
+                                      size_t Hkv, size_t Dh, const CompressionConfig& c,
+                                      std::vector<float>* peak_scores) {
+  if (n_obs == 0 || n_obs >= n_keys) {
+    throw std::invalid_argument("score_observations: need 1 <= observed queries < keys");
+  }
+  const size_t prefix = n_keys - n_obs;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
+  // Weighted look-ahead: the look-ahead queries (all after the first window ones) are summed
+  // apart and scaled, and the window's, which see only the prompt's keys, added on the prefix.
+  const bool weighted = c.lookahead_weight != 1.0 && n_obs > c.window;
+  const size_t first = weighted ? c.window : 0;
+  std::vector<float> mass(Hq * n_keys), peak(peak_scores ? Hq * n_keys : 0);
+  float* peak_out = peak_scores ? peak.data() : nullptr;
+  kernels::check(
+      kernels::window_attention_mass(mass.data(), q_obs + first * q_stride, q_stride, k, k_stride,
+                                     n_keys, n_obs - first, Hq, Hkv, Dh, scale, peak_out),
+      "window_attention_mass");
+  if (weighted) {
+    const size_t n_prompt = n_keys - (n_obs - c.window);
+    std::vector<float> window_mass(Hq * n_prompt), window_peak(peak_out ? Hq * n_prompt : 0);
+    kernels::check(kernels::window_attention_mass(window_mass.data(), q_obs, q_stride, k, k_stride,
+                                                  n_prompt, c.window, Hq, Hkv, Dh, scale,
+                                                  peak_out ? window_peak.data() : nullptr),
+                   "window_attention_mass");
+    const auto w = static_cast<float>(c.lookahead_weight);
+    for (size_t h = 0; h < Hq; ++h) {
+      for (size_t j = 0; j < prefix; ++j) {
+        const size_t i = h * n_keys + j, iw = h * n_prompt + j;
+        mass[i] = window_mass[iw] + w * mass[i];
+        if (peak_out) peak[i] = std::max(window_peak[iw], w * peak[i]);
+      }
+    }
+  }
+  if (peak_scores) *peak_scores = pool_and_aggregate(peak, n_keys, prefix, Hq, Hkv, c);
+  return pool_and_aggregate(mass, n_keys, prefix, Hq, Hkv, c);
+}
+
 std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
-                               const CompressionConfig& c) {
+                               const CompressionConfig& c, std::vector<float>* peak_scores) {
   const size_t W = c.window;
   if (W == 0 || W >= n) throw std::invalid_argument("score_layer: need 1 <= window < prompt");
-  return score_observations(q + (n - W) * q_stride, q_stride, k, k_stride, n, W, Hq, Hkv, Dh, c);
+  return score_observations(q + (n - W) * q_stride, q_stride, k, k_stride, n, W, Hq, Hkv, Dh, c,
+                            peak_scores);
 }
 
 }  // namespace adakv::compression

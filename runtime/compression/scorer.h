@@ -12,10 +12,13 @@ namespace adakv::compression {
 
 // q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), both after RoPE.
 // Returns scores [Hkv][n - W], row-major. Requires W < n. With config.pool_sink = s, positions
-// 0..s-1 keep their unpooled mass and are zeros to the pooling of the others.
+// 0..s-1 keep their unpooled mass and are zeros to the pooling of the others. When peak_scores
+// is not null it receives, in the same shape, the scores of budget_scores = peak: each
+// position's largest attention from one observed query, pooled and aggregated the same way.
 std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
-                               const CompressionConfig& config);
+                               const CompressionConfig& config,
+                               std::vector<float>* peak_scores = nullptr);
 
 // The general form: n_obs observed queries at positions n_keys - n_obs .. n_keys - 1 (q_obs:
 // [n_obs][Hq][Dh], row stride q_stride) over n_keys keys ([n_keys][Hkv][Dh]). The scored
@@ -23,10 +26,11 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
 // with look-ahead the observed queries are the window's followed by the pseudo-queries of the
 // tokens decoded after the prompt (their keys then extend k). Requires 1 <= n_obs < n_keys.
 // When n_obs > config.window, the queries after the first window ones are look-ahead queries
-// and their attention is scaled by config.lookahead_weight.
+// and their attention is scaled by config.lookahead_weight (for the peak too).
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
-                                      size_t Hkv, size_t Dh, const CompressionConfig& config);
+                                      size_t Hkv, size_t Dh, const CompressionConfig& config,
+                                      std::vector<float>* peak_scores = nullptr);
 
 // The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
 // kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).

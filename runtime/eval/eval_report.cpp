@@ -68,8 +68,10 @@ std::string run_signature(const PolicyRun& r) {
          compression::to_string(c.pooling) + " " + std::to_string(c.pool_kernel) + " sink " +
          std::to_string(c.pool_sink) + " shift " + std::to_string(c.pool_shift) + ", lookahead " +
          std::to_string(c.lookahead) + " x " + std::to_string(c.lookahead_weight) + ", gqa " +
-         compression::to_string(c.gqa) + ", alpha " + std::to_string(c.alpha) + ", scope " +
-         compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) + ")";
+         compression::to_string(c.gqa) + ", budget scores " +
+         compression::to_string(c.budget_scores) + ", alpha " + std::to_string(c.alpha) +
+         ", scope " + compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) +
+         ")";
 }
 
 }  // namespace

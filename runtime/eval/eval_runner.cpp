@@ -334,6 +334,7 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"lookahead", c.lookahead},
                     {"lookahead_weight", c.lookahead_weight},
                     {"gqa", compression::to_string(c.gqa)},
+                    {"budget_scores", compression::to_string(c.budget_scores)},
                     {"accuracy", num(r.accuracy(i))},
                     {"relative_to_full", full > 0 ? num(r.accuracy(i) / full) : json(nullptr)},
                     {"accuracy_by_length", per_length},

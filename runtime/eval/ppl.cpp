@@ -213,6 +213,7 @@ nlohmann::json to_json(const PplResult& r) {
                     {"pooling", compression::to_string(c.pooling)},
                     {"pool_kernel", c.pool_kernel},
                     {"gqa", compression::to_string(c.gqa)},
+                    {"budget_scores", compression::to_string(c.budget_scores)},
                     {"lookahead", c.lookahead},
                     {"lookahead_weight", c.lookahead_weight},
                     {"perplexity", num(r.perplexity(i))},

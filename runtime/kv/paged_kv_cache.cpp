@@ -148,6 +148,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
     report_.prompt_tokens = n;
     report_.kept.assign(model_.n_layers, std::vector<size_t>(Hkv, n));
     scores_.assign(model_.n_layers, {});
+    budget_scores_.assign(model_.n_layers, {});
     if (record_scores_ && compression_.lookahead > 0) observed_q_.assign(model_.n_layers, {});
   }
   auto keep_all = [&] {
@@ -166,9 +167,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   }
   if ((compress && needs_scores) || (record_scores_ && n > W)) {
     const auto t0 = std::chrono::steady_clock::now();
-    scores_[layer] = compression::score_layer(q, q_stride, k, kv_stride, n, model_.n_heads, Hkv, Dh,
-                                              compression_);
-    if (group_.merge_replicas) group_.merge_replicas(scores_[layer], compression_.gqa);
+    score_into(layer, q + (n - W) * q_stride, q_stride, k, kv_stride, n, W);
     report_.score_s += seconds_since(t0);
   }
   if (!compress || record_scores_) return keep_all();
@@ -177,8 +176,10 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
     if (layer + 1 == model_.n_layers) compact_global();
     return;
   }
-  const auto positions = layer_positions(layer, scores_[layer].data(), n);
+  const auto positions =
+      layer_positions(layer, scores_[layer].data(), n, allocation_scores(layer).data());
   scores_[layer].clear();
+  budget_scores_[layer].clear();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> kk, vv;
   for (size_t g = 0; g < Hkv; ++g) {
@@ -224,10 +225,8 @@ void PagedKvCache::finish_lookahead() {
         }
       }
     }
-    const size_t n_obs = observed.size() / (Hq * Dh);
-    scores_[l] = compression::score_observations(observed.data(), Hq * Dh, keys.data(), Hkv * Dh,
-                                                 total, n_obs, Hq, Hkv, Dh, compression_);
-    if (group_.merge_replicas) group_.merge_replicas(scores_[l], compression_.gqa);
+    score_into(l, observed.data(), Hq * Dh, keys.data(), Hkv * Dh, total,
+               observed.size() / (Hq * Dh));
   }
   observed_q_.clear();
   // Roll back to the prompt: the look-ahead rows are dropped, their blocks freed.
@@ -246,8 +245,29 @@ void PagedKvCache::finish_lookahead() {
   report_.score_s += seconds_since(t0);
 }
 
+void PagedKvCache::score_into(size_t layer, const float* q_obs, size_t q_stride, const float* k,
+                              size_t k_stride, size_t n_keys, size_t n_obs) {
+  using compression::Policy;
+  const Policy p = compression_.policy;
+  // A recording serves every policy's copy, so it scores the peak whenever the config asks.
+  const bool peak = compression_.budget_scores == compression::BudgetScores::kPeak &&
+                    (record_scores_ || p == Policy::kAdaKV || p == Policy::kAdaPyramid);
+  scores_[layer] = compression::score_observations(
+      q_obs, q_stride, k, k_stride, n_keys, n_obs, model_.n_heads, model_.n_kv_heads,
+      model_.head_dim, compression_, peak ? &budget_scores_[layer] : nullptr);
+  if (group_.merge_replicas) {
+    group_.merge_replicas(scores_[layer], compression_.gqa);
+    if (peak) group_.merge_replicas(budget_scores_[layer], compression_.gqa);
+  }
+}
+
+const std::vector<float>& PagedKvCache::allocation_scores(size_t layer) const {
+  return budget_scores_[layer].empty() ? scores_[layer] : budget_scores_[layer];
+}
+
 std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer, const float* scores,
-                                                                 size_t n) {
+                                                                 size_t n,
+                                                                 const float* budget_scores) {
   const size_t Hkv = model_.n_kv_heads, W = compression_.window;
   std::vector<std::vector<uint32_t>> positions(Hkv);
   if (compression_.keeps_everything(n) || n <= W) {
@@ -267,7 +287,8 @@ std::vector<std::vector<uint32_t>> PagedKvCache::layer_positions(size_t layer, c
     return positions;
   }
   const size_t prefix = n - W;
-  const std::vector<float> layer_scores(scores, scores + Hkv * prefix);
+  const float* gains_from = budget_scores ? budget_scores : scores;
+  const std::vector<float> layer_scores(gains_from, gains_from + Hkv * prefix);
   const auto budgets = allocate(layer_scores, 1, prefix, layer);
   for (size_t g = 0; g < Hkv; ++g) {
     positions[g] = kept_positions(scores + g * prefix, prefix, budgets[g], n);
@@ -297,9 +318,13 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
                       policy.policy != Policy::kFull && n > policy.window;
   if (global) {
     const size_t prefix = n - policy.window;
-    std::vector<float> all;
-    for (const auto& s : scores_) all.insert(all.end(), s.begin(), s.end());
-    const auto budgets = copy->allocate(all, L, prefix, 0);
+    std::vector<float> all, gains_from;
+    for (size_t l = 0; l < L; ++l) {
+      all.insert(all.end(), scores_[l].begin(), scores_[l].end());
+      const auto& a = allocation_scores(l);
+      gains_from.insert(gains_from.end(), a.begin(), a.end());
+    }
+    const auto budgets = copy->allocate(gains_from, L, prefix, 0);
     for (size_t l = 0; l < L; ++l) {
       for (size_t g = 0; g < Hkv; ++g) {
         const size_t row = l * Hkv + g;
@@ -309,7 +334,9 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     }
   } else {
     for (size_t l = 0; l < L; ++l) {
-      positions[l] = copy->layer_positions(l, scores_[l].empty() ? nullptr : scores_[l].data(), n);
+      positions[l] = copy->layer_positions(
+          l, scores_[l].empty() ? nullptr : scores_[l].data(), n,
+          budget_scores_.empty() || budget_scores_[l].empty() ? nullptr : budget_scores_[l].data());
     }
   }
 
@@ -397,13 +424,17 @@ std::vector<uint32_t> PagedKvCache::kept_positions(const float* scores, size_t p
 void PagedKvCache::compact_global() {
   const size_t Hkv = model_.n_kv_heads, L = model_.n_layers;
   const size_t n = report_.prompt_tokens, prefix = n - compression_.window;
-  std::vector<float> all;
+  std::vector<float> all, gains_from;
   all.reserve(L * Hkv * prefix);
-  for (auto& s : scores_) {
-    all.insert(all.end(), s.begin(), s.end());
-    s.clear();
+  for (size_t l = 0; l < L; ++l) {
+    all.insert(all.end(), scores_[l].begin(), scores_[l].end());
+    if (!budget_scores_[l].empty()) {
+      gains_from.insert(gains_from.end(), budget_scores_[l].begin(), budget_scores_[l].end());
+    }
+    scores_[l].clear();
+    budget_scores_[l].clear();
   }
-  const auto budgets = allocate(all, L, prefix, 0);
+  const auto budgets = allocate(gains_from.empty() ? all : gains_from, L, prefix, 0);
 
   // In place: kept positions ascend, so row i moves from position p_i >= i and never
   // overwrites a row still to be read; then the blocks past the new length go back. No block

@@ -99,8 +99,9 @@ class PagedKvCache : public model::KvCache {
 
   // A new cache in the same pool holding what `policy` keeps of this cache's prompt, as if the
   // prompt had been prefilled under it. Requires a recording cache right after its prefill,
-  // and the same window, pooling, GQA aggregation and look-ahead as the recording (the scores
-  // depend on them). Throws std::length_error when the pool cannot hold the copy.
+  // and the same window, pooling, GQA aggregation, look-ahead and budget scores as the
+  // recording (the scores depend on them). Throws std::length_error when the pool cannot hold the
+  // copy.
   std::unique_ptr<PagedKvCache> compressed_copy(const compression::CompressionConfig& policy) const;
 
  private:
@@ -119,8 +120,16 @@ class PagedKvCache : public model::KvCache {
   // The look-ahead tokens' queries join the window's (decode of a recording cache).
   void observe_query(size_t layer, const float* q);
   // Chronological positions each head of `layer` keeps under this cache's policy, given the
-  // layer's scores ([kv head][n - window]; unused by policies that need none).
-  std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores, size_t n);
+  // layer's scores ([kv head][n - window]; unused by policies that need none) and the scores
+  // its allocation reads (the same shape; null: `scores`).
+  std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores, size_t n,
+                                                     const float* budget_scores = nullptr);
+  // Scores a layer (or the window and look-ahead queries) into scores_ and, when the
+  // allocation reads peak scores, budget_scores_; merges replicas of the KV heads.
+  void score_into(size_t layer, const float* q_obs, size_t q_stride, const float* k,
+                  size_t k_stride, size_t n_keys, size_t n_obs);
+  // The scores the allocation of `layer` reads: budget_scores_ if any, else scores_.
+  const std::vector<float>& allocation_scores(size_t layer) const;
   // Chronological kept positions of one head: top `keep` prefix positions plus the window.
   std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
                                        size_t n) const;
@@ -137,6 +146,8 @@ class PagedKvCache : public model::KvCache {
   bool record_scores_ = false;
   // [layer][head][prefix]: recorded scores, or those waiting for a scope-global allocation.
   std::vector<std::vector<float>> scores_;
+  // Like scores_, with budget_scores = peak: what Ada-KV's allocation reads (else empty).
+  std::vector<std::vector<float>> budget_scores_;
   // Recording with look-ahead, until finish_lookahead(): [layer] -> [observed][Hq * head_dim],
   // the window's queries then one row per look-ahead token (empty for prompts <= window).
   std::vector<std::vector<float>> observed_q_;

@@ -135,5 +135,14 @@ TEST(DistributedAllocator, AdaPyramidMatchesOneRank) {
   check_policy(p);
 }
 
+// The peak scores are each rank's own heads' too: the same budget vector on every rank layout.
+TEST(DistributedAllocator, PeakBudgetScoresMatchOneRank) {
+  for (auto scope : {compression::Scope::kLayer, compression::Scope::kGlobal}) {
+    auto p = ada(scope, compression::Rule::kTopK);
+    p.budget_scores = compression::BudgetScores::kPeak;
+    check_policy(p);
+  }
+}
+
 }  // namespace
 }  // namespace adakv::test

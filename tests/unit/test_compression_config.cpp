@@ -42,6 +42,7 @@ TEST(CompressionConfig, DefaultsFollowTheOfficialCode) {
   EXPECT_EQ(c.pool_kernel, 7u);
   EXPECT_EQ(c.pool_sink, 0u);  // the official code pools every position
   EXPECT_EQ(c.gqa, GqaAggregation::kMean);
+  EXPECT_EQ(c.budget_scores, BudgetScores::kSum);  // the budgets read the selection's scores
   EXPECT_DOUBLE_EQ(c.alpha, 0.2);
   EXPECT_EQ(c.rule, Rule::kTopK);
   EXPECT_NO_THROW(c.validate());
@@ -90,6 +91,7 @@ TEST(CompressionConfig, SameScoringIgnoresPolicyAndBudgetOnly) {
       [](CompressionConfig& c) { c.pool_shift = 2; },
       [](CompressionConfig& c) { c.gqa = GqaAggregation::kMax; },
       [](CompressionConfig& c) { c.lookahead = 8; },
+      [](CompressionConfig& c) { c.budget_scores = BudgetScores::kPeak; },
   };
   for (size_t i = 0; i < scorer_changes.size(); ++i) {
     CompressionConfig changed = base;
@@ -165,6 +167,9 @@ TEST(CompressionConfig, NamesRoundTripAndIgnoreCase) {
   for (GqaAggregation g : {GqaAggregation::kMean, GqaAggregation::kMax}) {
     EXPECT_EQ(parse_gqa(to_string(g)), g);
   }
+  for (BudgetScores b : {BudgetScores::kSum, BudgetScores::kPeak}) {
+    EXPECT_EQ(parse_budget_scores(to_string(b)), b);
+  }
 }
 
 TEST(CompressionConfig, UnknownNamesListTheAcceptedOnes) {
@@ -179,6 +184,9 @@ TEST(CompressionConfig, UnknownNamesListTheAcceptedOnes) {
   EXPECT_NE(msg.find("maxpool|avgpool"), std::string::npos) << msg;
   msg = error_of([] { parse_gqa("sum"); });
   EXPECT_NE(msg.find("mean|max"), std::string::npos) << msg;
+  msg = error_of([] { parse_budget_scores("max"); });
+  EXPECT_NE(msg.find("budget_scores"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sum|peak"), std::string::npos) << msg;
 }
 
 TEST(CompressionConfig, ParseBudgetAcceptsRatiosPercentAndTokens) {
@@ -265,6 +273,7 @@ pool_shift: 2
 gqa: max
 lookahead: 12
 lookahead_weight: 2.5
+budget_scores: peak
 scope: global
 rule: waterfill
 delta: 8
@@ -284,6 +293,7 @@ sink: 2
   EXPECT_EQ(c.gqa, GqaAggregation::kMax);
   EXPECT_EQ(c.lookahead, 12u);
   EXPECT_DOUBLE_EQ(c.lookahead_weight, 2.5);
+  EXPECT_EQ(c.budget_scores, BudgetScores::kPeak);
   EXPECT_EQ(c.scope, Scope::kGlobal);
   EXPECT_EQ(c.rule, Rule::kWaterfill);
   EXPECT_EQ(c.delta, 8u);

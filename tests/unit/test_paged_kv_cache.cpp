@@ -201,6 +201,43 @@ TEST(PagedKvCache, LookAheadQueriesJoinTheWindowThenTheCacheRollsBack) {
   EXPECT_LE(copy->held_bytes(), 0.25 * copy->full_bytes());
 }
 
+// budget_scores = peak moves Ada-KV's budgets and nothing else: SnapKV keeps the same rows,
+// and a recording's copy keeps what a prefill under the same config keeps, for both scopes.
+TEST(PagedKvCache, PeakBudgetScoresMoveOnlyAdaKVsBudgets) {
+  const auto c = tiny_config();
+  const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
+  BlockPool pool(layout, 1000);
+  const auto prompt = random_activations(c, 300, 9);
+  const auto token = random_activations(c, 1, 90);
+  for (Scope scope : {Scope::kLayer, Scope::kGlobal}) {
+    SCOPED_TRACE(scope == Scope::kLayer ? "scope layer" : "scope global");
+    CompressionConfig sum;
+    sum.budget_ratio = 0.2;
+    sum.scope = scope;
+    CompressionConfig peak = sum;
+    peak.budget_scores = adakv::compression::BudgetScores::kPeak;
+
+    PagedKvCache ada_sum(pool, c, sum), ada_peak(pool, c, peak);
+    prefill(ada_sum, c, prompt);
+    prefill(ada_peak, c, prompt);
+    EXPECT_NE(ada_sum.report().budgets, ada_peak.report().budgets);
+
+    PagedKvCache recording(pool, c, peak, {}, /*record_scores=*/true);
+    prefill(recording, c, prompt);
+    const auto copy = recording.compressed_copy(peak);
+    EXPECT_EQ(copy->report().budgets, ada_peak.report().budgets);
+    EXPECT_EQ(decode(*copy, c, token), decode(ada_peak, c, token));
+
+    CompressionConfig snap_sum = sum, snap_peak = peak;
+    snap_sum.policy = snap_peak.policy = Policy::kSnapKV;
+    snap_sum.scope = snap_peak.scope = Scope::kLayer;  // global is Ada-KV's alone
+    PagedKvCache a(pool, c, snap_sum), b(pool, c, snap_peak);
+    prefill(a, c, prompt);
+    prefill(b, c, prompt);
+    EXPECT_EQ(decode(a, c, token), decode(b, c, token));
+  }
+}
+
 TEST(BlockPool, DoubleFreeAndBadIdsAreRejected) {
   BlockPool pool({16, 8, adakv::kernels::KvDtype::kF32}, 4);
   const int32_t id = pool.allocate();

@@ -180,3 +180,57 @@ TEST(ScoreObservations, LookAheadWeightScalesOnlyTheLookAheadQueries) {
   EXPECT_EQ(plain,
             c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config));
 }
+
+// budget_scores = peak: the same pooling and GQA aggregation, applied to each position's
+// largest attention from one observed query (look-ahead ones scaled by the weight) instead of
+// the sum; the summed scores do not change.
+TEST(ScoreObservations, PeakScoresPoolTheLargestSingleQueryAttention) {
+  const size_t n_prompt = 57, W = 8, steps = 5, n_keys = n_prompt + steps, n_obs = W + steps;
+  const size_t Hq = 6, Hkv = 2, Dh = 8, prefix = n_prompt - W, group = Hq / Hkv;
+  const auto q = adakv::test::random_vector(n_keys * Hq * Dh, 31, 1.0f);
+  const auto kk = adakv::test::random_vector(n_keys * Hkv * Dh, 32, 1.0f);
+  const float* q_obs = q.data() + prefix * Hq * Dh;
+  const float scale = 1.0f / std::sqrt(float(Dh));
+  std::vector<float> window_sum(Hq * n_prompt), window_peak(Hq * n_prompt);
+  std::vector<float> ahead_sum(Hq * n_keys), ahead_peak(Hq * n_keys);
+  k::check(k::window_attention_mass(window_sum.data(), q_obs, Hq * Dh, kk.data(), Hkv * Dh,
+                                    n_prompt, W, Hq, Hkv, Dh, scale, window_peak.data()),
+           "window_attention_mass");
+  k::check(k::window_attention_mass(ahead_sum.data(), q_obs + W * Hq * Dh, Hq * Dh, kk.data(),
+                                    Hkv * Dh, n_keys, steps, Hq, Hkv, Dh, scale, ahead_peak.data()),
+           "window_attention_mass");
+  c::CompressionConfig config;
+  config.window = W;
+  config.pooling = c::Pooling::kAvg;
+  config.pool_kernel = 5;
+  config.pool_sink = 2;
+  config.pool_shift = 1;
+  config.gqa = c::GqaAggregation::kMax;
+  for (double weight : {1.0, 3.0}) {
+    SCOPED_TRACE(testing::Message() << "weight " << weight);
+    config.lookahead_weight = weight;
+    std::vector<float> peak;
+    const auto sum = c::score_observations(q_obs, Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq,
+                                           Hkv, Dh, config, &peak);
+    EXPECT_EQ(sum, c::score_observations(q_obs, Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq,
+                                         Hkv, Dh, config));
+    ASSERT_EQ(peak.size(), Hkv * prefix);
+    for (size_t g = 0; g < Hkv; ++g) {
+      std::vector<float> want(prefix, 0.0f);
+      for (size_t r = 0; r < group; ++r) {
+        const size_t h = g * group + r;
+        std::vector<float> raw(prefix);
+        for (size_t j = 0; j < prefix; ++j) {
+          raw[j] =
+              std::max(window_peak[h * n_prompt + j], float(weight) * ahead_peak[h * n_keys + j]);
+        }
+        const auto pooled = reference_pool(raw.data(), prefix, config.pool_kernel, config.pooling,
+                                           config.pool_sink, config.pool_shift);
+        for (size_t j = 0; j < prefix; ++j) want[j] = std::max(want[j], pooled[j]);
+      }
+      for (size_t j = 0; j < prefix; ++j) {
+        ASSERT_NEAR(peak[g * prefix + j], want[j], 1e-5f * (1.0f + want[j])) << g << " " << j;
+      }
+    }
+  }
+}

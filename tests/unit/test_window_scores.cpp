@@ -20,10 +20,12 @@ struct Shape {
   size_t n, W, Hq, Hkv, Dh;
 };
 
+// The summed attention of the window's queries, and in `peak` its largest single value.
 std::vector<double> reference(const std::vector<float>& q, size_t q_stride,
                               const std::vector<float>& kk, size_t k_stride, const Shape& s,
-                              float scale) {
+                              float scale, std::vector<double>* peak = nullptr) {
   std::vector<double> out(s.Hq * s.n, 0.0);
+  if (peak) peak->assign(s.Hq * s.n, 0.0);
   const size_t group = s.Hq / s.Hkv;
   for (size_t h = 0; h < s.Hq; ++h) {
     for (size_t i = s.n - s.W; i < s.n; ++i) {
@@ -38,7 +40,10 @@ std::vector<double> reference(const std::vector<float>& q, size_t q_stride,
         m = std::max(m, p[j]);
       }
       for (auto& x : p) sum += (x = std::exp(x - m));
-      for (size_t j = 0; j <= i; ++j) out[h * s.n + j] += p[j] / sum;
+      for (size_t j = 0; j <= i; ++j) {
+        out[h * s.n + j] += p[j] / sum;
+        if (peak) (*peak)[h * s.n + j] = std::max((*peak)[h * s.n + j], p[j] / sum);
+      }
     }
   }
   return out;
@@ -74,6 +79,34 @@ TEST(WindowAttentionMass, MatchesNaiveReference) {
       }
       // Every window query's softmax sums to 1, so the mass of a head sums to W.
       EXPECT_NEAR(row_total, double(s.W), adakv::test::kF32Rel * s.W) << "head " << h;
+    }
+  }
+}
+
+// The peak comes out of the same pass and leaves the sum bit for bit as it was.
+TEST(WindowAttentionMass, PeakIsTheLargestProbabilityOfAnyWindowQuery) {
+  const Shape shapes[] = {{1, 1, 1, 1, 1}, {7, 1, 3, 1, 8}, {33, 5, 9, 3, 64}, {129, 32, 4, 4, 7}};
+  uint32_t seed = 40;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(testing::Message() << "n " << s.n << " W " << s.W << " Hq " << s.Hq);
+    const size_t q_stride = s.Hq * s.Dh, k_stride = s.Hkv * s.Dh;
+    const auto q = random_vector(s.n * q_stride, seed++, 1.0f);
+    const auto kk = random_vector(s.n * k_stride, seed++, 1.0f);
+    const float scale = 2.0f / std::sqrt(float(s.Dh));
+    const float* window_q = q.data() + (s.n - s.W) * q_stride;
+    std::vector<float> sum(s.Hq * s.n), sum_again(s.Hq * s.n), peak(s.Hq * s.n, -1.0f);
+    k::check(k::window_attention_mass(sum.data(), window_q, q_stride, kk.data(), k_stride, s.n, s.W,
+                                      s.Hq, s.Hkv, s.Dh, scale),
+             "window_attention_mass");
+    k::check(k::window_attention_mass(sum_again.data(), window_q, q_stride, kk.data(), k_stride,
+                                      s.n, s.W, s.Hq, s.Hkv, s.Dh, scale, peak.data()),
+             "window_attention_mass");
+    EXPECT_EQ(sum, sum_again);
+    std::vector<double> want;
+    reference(q, q_stride, kk, k_stride, s, scale, &want);
+    for (size_t i = 0; i < peak.size(); ++i) {
+      ASSERT_NEAR(peak[i], want[i], adakv::test::kF32Rel) << "entry " << i;
+      ASSERT_LE(peak[i], sum[i] * (1.0f + adakv::test::kF32Rel));  // one term of the sum
     }
   }
 }
