@@ -321,10 +321,11 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
     std::vector<float> all, gains_from;
     for (size_t l = 0; l < L; ++l) {
       all.insert(all.end(), scores_[l].begin(), scores_[l].end());
-      const auto& a = allocation_scores(l);
-      gains_from.insert(gains_from.end(), a.begin(), a.end());
+      if (!budget_scores_.empty() && !budget_scores_[l].empty()) {
+        gains_from.insert(gains_from.end(), budget_scores_[l].begin(), budget_scores_[l].end());
+      }
     }
-    const auto budgets = copy->allocate(gains_from, L, prefix, 0);
+    const auto budgets = copy->allocate(gains_from.empty() ? all : gains_from, L, prefix, 0);
     for (size_t l = 0; l < L; ++l) {
       for (size_t g = 0; g < Hkv; ++g) {
         const size_t row = l * Hkv + g;

@@ -44,6 +44,47 @@ std::vector<float> reference_pool(const float* mass, size_t prefix, size_t kerne
   return out;
 }
 
+// Random queries and keys for a prompt of n_prompt tokens followed by `steps` decoded ones, and
+// the kernel's attention mass (sum and peak per query head) of the window's W queries over the
+// prompt and of the look-ahead's `steps` queries over every key: what score_observations reads.
+struct LookAheadObservations {
+  size_t n_prompt, W, steps, Hq, Hkv, Dh;
+  size_t n_keys = n_prompt + steps, n_obs = W + steps, prefix = n_prompt - W;
+  std::vector<float> q, kk;
+  std::vector<float> window_sum, window_peak;  // [Hq][n_prompt]
+  std::vector<float> ahead_sum, ahead_peak;    // [Hq][n_keys]
+
+  LookAheadObservations(size_t n_prompt_, size_t W_, size_t steps_, size_t Hq_, size_t Hkv_,
+                        size_t Dh_, uint32_t seed)
+      : n_prompt(n_prompt_),
+        W(W_),
+        steps(steps_),
+        Hq(Hq_),
+        Hkv(Hkv_),
+        Dh(Dh_),
+        q(adakv::test::random_vector(n_keys * Hq * Dh, seed, 1.0f)),
+        kk(adakv::test::random_vector(n_keys * Hkv * Dh, seed + 1, 1.0f)),
+        window_sum(Hq * n_prompt),
+        window_peak(Hq * n_prompt),
+        ahead_sum(Hq * n_keys),
+        ahead_peak(Hq * n_keys) {
+    const float scale = 1.0f / std::sqrt(float(Dh));
+    k::check(k::window_attention_mass(window_sum.data(), q_obs(), Hq * Dh, kk.data(), Hkv * Dh,
+                                      n_prompt, W, Hq, Hkv, Dh, scale, window_peak.data()),
+             "window_attention_mass");
+    k::check(
+        k::window_attention_mass(ahead_sum.data(), q_obs() + W * Hq * Dh, Hq * Dh, kk.data(),
+                                 Hkv * Dh, n_keys, steps, Hq, Hkv, Dh, scale, ahead_peak.data()),
+        "window_attention_mass");
+  }
+  const float* q_obs() const { return q.data() + prefix * Hq * Dh; }
+  std::vector<float> score(const c::CompressionConfig& config,
+                           std::vector<float>* peak = nullptr) const {
+    return c::score_observations(q_obs(), Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq, Hkv, Dh,
+                                 config, peak);
+  }
+};
+
 }  // namespace
 
 TEST(Pool1d, MatchesTorchSemanticsOnAHandExample) {
@@ -137,19 +178,9 @@ TEST(ScoreLayer, ASinkDoesNotLiftItsNeighbours) {
 // by the look-ahead's (which see the prompt and the tokens decoded after it); lookahead_weight
 // scales the second group's mass and leaves the first alone.
 TEST(ScoreObservations, LookAheadWeightScalesOnlyTheLookAheadQueries) {
-  const size_t n_prompt = 41, W = 8, steps = 5, n_keys = n_prompt + steps, n_obs = W + steps;
-  const size_t Hq = 4, Hkv = 2, Dh = 8, prefix = n_prompt - W, group = Hq / Hkv;
-  const auto q = adakv::test::random_vector(n_keys * Hq * Dh, 21, 1.0f);
-  const auto kk = adakv::test::random_vector(n_keys * Hkv * Dh, 22, 1.0f);
-  const float* q_obs = q.data() + prefix * Hq * Dh;
-  const float scale = 1.0f / std::sqrt(float(Dh));
-  std::vector<float> window_mass(Hq * n_prompt), ahead_mass(Hq * n_keys);
-  k::check(k::window_attention_mass(window_mass.data(), q_obs, Hq * Dh, kk.data(), Hkv * Dh,
-                                    n_prompt, W, Hq, Hkv, Dh, scale),
-           "window_attention_mass");
-  k::check(k::window_attention_mass(ahead_mass.data(), q_obs + W * Hq * Dh, Hq * Dh, kk.data(),
-                                    Hkv * Dh, n_keys, steps, Hq, Hkv, Dh, scale),
-           "window_attention_mass");
+  const LookAheadObservations obs(41, 8, 5, 4, 2, 8, 21);
+  const size_t Hq = obs.Hq, Hkv = obs.Hkv, Dh = obs.Dh, W = obs.W, prefix = obs.prefix;
+  const size_t n_prompt = obs.n_prompt, n_keys = obs.n_keys, group = Hq / Hkv;
   c::CompressionConfig config;
   config.window = W;
   config.pooling = c::Pooling::kAvg;
@@ -157,16 +188,16 @@ TEST(ScoreObservations, LookAheadWeightScalesOnlyTheLookAheadQueries) {
   for (double weight : {1.0, 3.0, 0.25}) {
     SCOPED_TRACE(testing::Message() << "weight " << weight);
     config.lookahead_weight = weight;
-    const auto got = c::score_observations(q_obs, Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq,
-                                           Hkv, Dh, config);
+    const auto got = obs.score(config);
     ASSERT_EQ(got.size(), Hkv * prefix);
     for (size_t g = 0; g < Hkv; ++g) {
       for (size_t j = 0; j < prefix; ++j) {
         float want = 0;
         for (size_t r = 0; r < group; ++r) {
           const size_t h = g * group + r;
-          want += (window_mass[h * n_prompt + j] + float(weight) * ahead_mass[h * n_keys + j]) /
-                  float(group);
+          want +=
+              (obs.window_sum[h * n_prompt + j] + float(weight) * obs.ahead_sum[h * n_keys + j]) /
+              float(group);
         }
         ASSERT_NEAR(got[g * prefix + j], want, 1e-5f * (1.0f + want)) << g << " " << j;
       }
@@ -175,30 +206,19 @@ TEST(ScoreObservations, LookAheadWeightScalesOnlyTheLookAheadQueries) {
   // Without look-ahead queries the weight changes nothing.
   config.lookahead_weight = 1.0;
   const auto plain =
-      c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config);
+      c::score_layer(obs.q.data(), Hq * Dh, obs.kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config);
   config.lookahead_weight = 3.0;
-  EXPECT_EQ(plain,
-            c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config));
+  EXPECT_EQ(plain, c::score_layer(obs.q.data(), Hq * Dh, obs.kk.data(), Hkv * Dh, n_prompt, Hq, Hkv,
+                                  Dh, config));
 }
 
 // budget_scores = peak: the same pooling and GQA aggregation, applied to each position's
 // largest attention from one observed query (look-ahead ones scaled by the weight) instead of
 // the sum; the summed scores do not change.
 TEST(ScoreObservations, PeakScoresPoolTheLargestSingleQueryAttention) {
-  const size_t n_prompt = 57, W = 8, steps = 5, n_keys = n_prompt + steps, n_obs = W + steps;
-  const size_t Hq = 6, Hkv = 2, Dh = 8, prefix = n_prompt - W, group = Hq / Hkv;
-  const auto q = adakv::test::random_vector(n_keys * Hq * Dh, 31, 1.0f);
-  const auto kk = adakv::test::random_vector(n_keys * Hkv * Dh, 32, 1.0f);
-  const float* q_obs = q.data() + prefix * Hq * Dh;
-  const float scale = 1.0f / std::sqrt(float(Dh));
-  std::vector<float> window_sum(Hq * n_prompt), window_peak(Hq * n_prompt);
-  std::vector<float> ahead_sum(Hq * n_keys), ahead_peak(Hq * n_keys);
-  k::check(k::window_attention_mass(window_sum.data(), q_obs, Hq * Dh, kk.data(), Hkv * Dh,
-                                    n_prompt, W, Hq, Hkv, Dh, scale, window_peak.data()),
-           "window_attention_mass");
-  k::check(k::window_attention_mass(ahead_sum.data(), q_obs + W * Hq * Dh, Hq * Dh, kk.data(),
-                                    Hkv * Dh, n_keys, steps, Hq, Hkv, Dh, scale, ahead_peak.data()),
-           "window_attention_mass");
+  const LookAheadObservations obs(57, 8, 5, 6, 2, 8, 31);
+  const size_t Hq = obs.Hq, Hkv = obs.Hkv, W = obs.W, prefix = obs.prefix;
+  const size_t n_prompt = obs.n_prompt, n_keys = obs.n_keys, group = Hq / Hkv;
   c::CompressionConfig config;
   config.window = W;
   config.pooling = c::Pooling::kAvg;
@@ -210,10 +230,7 @@ TEST(ScoreObservations, PeakScoresPoolTheLargestSingleQueryAttention) {
     SCOPED_TRACE(testing::Message() << "weight " << weight);
     config.lookahead_weight = weight;
     std::vector<float> peak;
-    const auto sum = c::score_observations(q_obs, Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq,
-                                           Hkv, Dh, config, &peak);
-    EXPECT_EQ(sum, c::score_observations(q_obs, Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq,
-                                         Hkv, Dh, config));
+    EXPECT_EQ(obs.score(config, &peak), obs.score(config));
     ASSERT_EQ(peak.size(), Hkv * prefix);
     for (size_t g = 0; g < Hkv; ++g) {
       std::vector<float> want(prefix, 0.0f);
@@ -221,8 +238,8 @@ TEST(ScoreObservations, PeakScoresPoolTheLargestSingleQueryAttention) {
         const size_t h = g * group + r;
         std::vector<float> raw(prefix);
         for (size_t j = 0; j < prefix; ++j) {
-          raw[j] =
-              std::max(window_peak[h * n_prompt + j], float(weight) * ahead_peak[h * n_keys + j]);
+          raw[j] = std::max(obs.window_peak[h * n_prompt + j],
+                            float(weight) * obs.ahead_peak[h * n_keys + j]);
         }
         const auto pooled = reference_pool(raw.data(), prefix, config.pool_kernel, config.pooling,
                                            config.pool_sink, config.pool_shift);
