@@ -245,8 +245,8 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(s.policy, Policy::kSnapKV);
   EXPECT_EQ(s.budget_tokens, 128u);
 
-  // The default model's preset: the official allocation, a span scorer with the sink apart and
-  // look-ahead queries.
+  // The default model's preset: the official allocation, a span scorer with the sink apart,
+  // look-ahead queries, budgets sized from the peak attention.
   const CompressionConfig m = load_preset(kPresetDir + "smollm2-135m.yaml");
   EXPECT_EQ(m.policy, Policy::kAdaKV);
   EXPECT_DOUBLE_EQ(m.alpha, ref.alpha);
@@ -259,6 +259,8 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(m.gqa, GqaAggregation::kMax);
   EXPECT_EQ(m.lookahead, 16u);
   EXPECT_EQ(ref.lookahead, 0u);  // off in the official settings
+  EXPECT_EQ(m.budget_scores, BudgetScores::kPeak);
+  EXPECT_EQ(ref.budget_scores, BudgetScores::kSum);
 }
 
 TEST(CompressionPreset, ValuesOfEveryKindParse) {
