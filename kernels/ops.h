@@ -20,7 +20,7 @@ struct Stream {
 // Throws std::invalid_argument naming `op` unless s is kOk.
 void check(Status s, const char* op);
 
-// Threads the CPU ops use (OpenMP and BLAS); n <= 0 means all hardware threads.
+// Threads the CPU ops use (OpenMP and BLAS); n <= 0 keeps OMP_NUM_THREADS, else all cores.
 void set_num_threads(int n);
 int num_threads();
 

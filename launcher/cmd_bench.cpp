@@ -270,7 +270,8 @@ void add_bench(CLI::App& app, Runner& selected) {
       ->check(CLI::Range(size_t{1}, size_t{4096}));
   sub->add_option("--repeats", o->repeats, "Runs per cell (the median is printed)")
       ->check(CLI::Range(1, 100));
-  sub->add_option("--threads", o->threads, "CPU threads for both engines (default: all)");
+  sub->add_option("--threads", o->threads,
+                  "CPU threads for both engines (default: OMP_NUM_THREADS, else all cores)");
   sub->add_option("--text", o->text_file, "Text the prompts are cut from");
   sub->add_option("--peer", o->peer, "Peer engine: llama.cpp or none")
       ->check(CLI::IsMember({"llama.cpp", "none"}));

@@ -279,7 +279,8 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
                     "Prose files for the haystack (default: /usr/share/common-licenses texts)")
         ->delimiter(',');
   }
-  sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  sub->add_option("--threads", o->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_eval_command(*o); }; });
 }

@@ -107,7 +107,8 @@ void add_eval_ppl(CLI::App* eval_app, Runner& selected) {
   sub->add_option("--text", o->text,
                   "Prose files (default: /usr/share/common-licenses texts, as eval niah)")
       ->delimiter(',');
-  sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  sub->add_option("--threads", o->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_ppl_command(*o); }; });
 }

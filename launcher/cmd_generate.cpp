@@ -195,7 +195,8 @@ void add_generate(CLI::App& app, Runner& selected) {
   sub->add_option("--seed", o->seed, "Random seed for sampling");
   sub->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
-  sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  sub->add_option("--threads", o->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
   sub->add_option("--logits-file", o->logits_file,
                   "Write the logits of every decode step (float32 [steps][vocab]) to this file, "

@@ -203,7 +203,8 @@ void add_profile(CLI::App& app, Runner& selected) {
   sub->add_flag("--json", o->json, "Print the profile as one JSON object instead of a table");
   sub->add_option("--out", o->out,
                   "Directory for profile.json and head_budgets.svg/.png (default: .)");
-  sub->add_option("--threads", o->threads, "CPU threads (default: all)");
+  sub->add_option("--threads", o->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {

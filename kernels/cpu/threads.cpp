@@ -3,7 +3,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "kernels/ops.h"
 
@@ -15,9 +14,10 @@ void check(Status s, const char* op) {
 }
 
 void set_num_threads(int n) {
-  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-  if (n <= 0) n = 1;
-  omp_set_num_threads(n);  // matmul keeps OpenBLAS single-threaded and splits over these
+  // n <= 0 keeps OpenMP's own count: OMP_NUM_THREADS when set (the launcher's threads_per_rank;
+  // overriding it put 2 threads in each of 3 ranks on 2 cores, and decode ran 30x slower), else
+  // every core this process may use.
+  if (n > 0) omp_set_num_threads(n);  // matmul keeps OpenBLAS single-threaded and splits over these
 }
 
 int num_threads() {

@@ -178,3 +178,17 @@ TEST(Kernels, VectorExpIsAccurate) {
     }
   }
 }
+
+// The CLI's default (--threads not given) passes 0: it must keep the count OpenMP already has,
+// which is OMP_NUM_THREADS when the launcher sets it (threads_per_rank), not every core.
+TEST(Kernels, DefaultThreadCountKeepsOpenMpsSetting) {
+  const int before = k::num_threads();
+  k::set_num_threads(1);
+  k::set_num_threads(0);
+  EXPECT_EQ(k::num_threads(), 1);
+  k::set_num_threads(-1);
+  EXPECT_EQ(k::num_threads(), 1);
+  k::set_num_threads(3);
+  EXPECT_EQ(k::num_threads(), 3);
+  k::set_num_threads(before);
+}
