@@ -15,7 +15,7 @@ void check(Status s, const char* op) {
 
 void set_num_threads(int n) {
   // n <= 0 keeps OpenMP's own count: OMP_NUM_THREADS when set (the launcher's threads_per_rank;
-  // overriding it put 2 threads in each of 3 ranks on 2 cores, and decode ran 30x slower), else
+  // overriding it put 2 threads in each of 3 ranks on 2 cores, and decode ran ~20x slower), else
   // every core this process may use.
   if (n > 0) omp_set_num_threads(n);  // matmul keeps OpenBLAS single-threaded and splits over these
 }
