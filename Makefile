@@ -21,8 +21,10 @@ build: setup $(BUILD)/build.ninja
 # One prefill serves Ada-KV at 20% and the full cache (and SnapKV at 20%), side by side, on
 # the tensor-parallel ranks of configs/cluster/local.yaml (mpirun through `adakv launch`);
 # then the per-head budgets of that prompt as a picture.
+# It builds only the `adakv` CLI it runs (not the tests: `make test` builds everything).
 CLUSTER ?= configs/cluster/local.yaml
-demo: build
+demo: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target adakv
 	python3 tests/tools/make_demo_prompt.py > $(BUILD)/demo_prompt.txt
 	@echo "== question: what is the access code hidden in a $$(wc -c < $(BUILD)/demo_prompt.txt)-byte document? (expected: 7391)"
 	$(BUILD)/adakv launch --cluster $(CLUSTER) -- generate --chat \
