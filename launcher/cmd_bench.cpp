@@ -55,7 +55,7 @@ double median(std::vector<double> v) {
 }
 
 // A prompt of exactly `n` tokens: the text repeated as often as needed.
-std::vector<int32_t> prompt_ids(const runtime::Engine& engine, const std::string& path, size_t n) {
+std::vector<int32_t> prompt_ids(runtime::Engine& engine, const std::string& path, size_t n) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read benchmark text " + path);
   std::stringstream ss;
@@ -68,7 +68,7 @@ std::vector<int32_t> prompt_ids(const runtime::Engine& engine, const std::string
   return ids;
 }
 
-runtime::GenerateResult run_engine(const runtime::Engine& engine, const std::vector<int32_t>& ids,
+runtime::GenerateResult run_engine(runtime::Engine& engine, const std::vector<int32_t>& ids,
                                    size_t length, const compression::CompressionConfig& policy,
                                    const BenchOptions& o) {
   runtime::GenerateRequest req;
@@ -80,7 +80,7 @@ runtime::GenerateResult run_engine(const runtime::Engine& engine, const std::vec
   return engine.generate(req);
 }
 
-Speeds measure_adakv(const runtime::Engine& engine, const std::vector<int32_t>& ids, size_t length,
+Speeds measure_adakv(runtime::Engine& engine, const std::vector<int32_t>& ids, size_t length,
                      const BenchOptions& o) {
   compression::CompressionConfig full;
   full.policy = compression::Policy::kFull;
@@ -93,7 +93,7 @@ Speeds measure_adakv(const runtime::Engine& engine, const std::vector<int32_t>& 
   return s;
 }
 
-PolicyRun measure_policy(const runtime::Engine& engine, const std::vector<int32_t>& ids,
+PolicyRun measure_policy(runtime::Engine& engine, const std::vector<int32_t>& ids,
                          size_t length, const compression::CompressionConfig& policy,
                          const BenchOptions& o) {
   const auto g = run_engine(engine, ids, length, policy, o);

@@ -1,5 +1,5 @@
-// What the forward pass needs from a sequence's KV cache. The runtime owns the storage
-// (contiguous now, head-paged with Ada-KV compaction later); the model only appends and attends.
+// What the forward pass needs from the KV caches of its sequences. The runtime owns the
+// storage (contiguous or head-paged with Ada-KV compaction); the model only appends and attends.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,47 @@ class KvCache {
 
   // Called once all layers took the n tokens: advances next_position() by n.
   virtual void commit(size_t n) = 0;
+};
+
+// The sequences of one ragged forward: sequence s contributes tokens(s) consecutive rows of the
+// packed activation [sum of tokens][...], in order. One forward reads the weights once for all.
+class KvBatch {
+ public:
+  virtual ~KvBatch() = default;
+  virtual size_t size() const = 0;
+  virtual size_t tokens(size_t s) const = 0;         // >= 1
+  virtual size_t next_position(size_t s) const = 0;  // position of sequence s's first new row
+  // Whether the forward writes logits for sequence s's last row.
+  virtual bool wants_logits(size_t s) const = 0;
+  // Stores every sequence's new K/V rows of `layer` and writes their attention outputs; the
+  // arguments are KvCache::append_and_attend's over the packed rows of the whole batch, with
+  // out's row stride out_stride floats.
+  virtual void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                                 const float* v, size_t kv_stride, float* out,
+                                 size_t out_stride) = 0;
+  // Called once every layer took the rows.
+  virtual void commit() = 0;
+};
+
+// A KvBatch over plain caches: each appends and attends on its own.
+class CacheBatch : public KvBatch {
+ public:
+  // caches[s] takes counts[s] rows (the arrays outlive the batch).
+  CacheBatch(KvCache* const* caches, const size_t* counts, size_t n)
+      : caches_(caches), counts_(counts), n_(n) {}
+  size_t size() const override { return n_; }
+  size_t tokens(size_t s) const override { return counts_[s]; }
+  size_t next_position(size_t s) const override { return caches_[s]->next_position(); }
+  bool wants_logits(size_t) const override { return true; }
+  void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                         const float* v, size_t kv_stride, float* out,
+                         size_t out_stride) override;
+  void commit() override;
+
+ private:
+  KvCache* const* caches_;
+  const size_t* counts_;
+  size_t n_;
 };
 
 }  // namespace adakv::model

@@ -51,18 +51,28 @@ void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
     throw std::invalid_argument("forward: need 1 <= n_logits <= n tokens");
   }
   KvCache* const caches[] = {&cache};
-  run(tokens, n, caches, 1, logits, n_logits);
+  CacheBatch batch(caches, &n, 1);
+  run(tokens, n, batch, logits, n_logits);
 }
 
 void LlamaModel::forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B,
                                std::vector<float>& logits) const {
   if (B == 0) throw std::invalid_argument("forward_batch: no sequence");
-  if (B == 1) return forward(tokens, 1, *caches[0], logits, 1);
-  run(tokens, B, caches, B, logits, B);
+  const std::vector<size_t> ones(B, 1);
+  CacheBatch batch(caches, ones.data(), B);
+  run(tokens, B, batch, logits, 1);
 }
 
-void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, size_t n_caches,
-                     std::vector<float>& logits, size_t n_logits) const {
+void LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch,
+                                std::vector<float>& logits) const {
+  if (batch.size() == 0) throw std::invalid_argument("forward_ragged: no sequence");
+  size_t n = 0;
+  for (size_t s = 0; s < batch.size(); ++s) n += batch.tokens(s);
+  run(tokens, n, batch, logits, 1);
+}
+
+void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
+                     size_t n_logits) const {
   const auto& c = local_;
   const size_t D = c.d_model, F = c.ffn_dim, QW = c.q_width(), KW = c.kv_width();
   const size_t qkv_width = QW + 2 * KW;
@@ -74,11 +84,17 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
   // One rank: the RowParallel matmuls accumulate straight into x.
   float* row_out = tp_ ? partial.data() : x.data();
   const bool accumulate = tp_ == nullptr;
+  // Positions of the packed rows, and the rows whose logits are wanted.
   std::vector<int32_t> positions(n);
-  // Cache s takes the `per_cache` consecutive tokens from s * per_cache on.
-  const size_t per_cache = n / n_caches;
-  for (size_t t = 0; t < n; ++t) {
-    positions[t] = static_cast<int32_t>(caches[t / per_cache]->next_position() + t % per_cache);
+  std::vector<size_t> logit_rows;
+  for (size_t s = 0, t = 0; s < batch.size(); ++s) {
+    const size_t count = batch.tokens(s), p0 = batch.next_position(s);
+    for (size_t i = 0; i < count; ++i) positions[t + i] = static_cast<int32_t>(p0 + i);
+    t += count;
+    if (batch.size() > 1 && batch.wants_logits(s)) logit_rows.push_back(t - 1);
+  }
+  if (batch.size() == 1) {
+    for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
 
   k::check(k::embed(x.data(), weights_.token_embd.data(), tokens, n, c.vocab_size, D), "embed");
@@ -96,11 +112,7 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
     k::check(k::rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
                               qkv_width, c.rope_theta),
              "rope");
-    for (size_t s = 0; s < n_caches; ++s) {
-      const size_t row = s * per_cache * qkv_width;
-      caches[s]->append_and_attend(l, q + row, qkv_width, kk + row, v + row, qkv_width, per_cache,
-                                   attn.data() + s * per_cache * QW);
-    }
+    batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn.data(), QW);
     k::check(k::matmul(row_out, attn.data(), w.wo.data(), n, D, QW, accumulate), "matmul");
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
 
@@ -110,13 +122,24 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
     k::check(k::matmul(row_out, act.data(), w.w_down.data(), n, D, F, accumulate), "matmul");
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
   }
-  for (size_t s = 0; s < n_caches; ++s) caches[s]->commit(per_cache);
+  batch.commit();
   if (!computes_logits()) {
     logits.clear();
     return;
   }
-
-  const float* last = x.data() + (n - n_logits) * D;
+  n_logits = logit_rows.size();
+  if (n_logits == 0) {
+    logits.clear();
+    return;
+  }
+  // The wanted rows, gathered (they are consecutive for one sequence: no copy then).
+  const float* last = x.data() + logit_rows.front() * D;
+  if (logit_rows.back() - logit_rows.front() + 1 != n_logits) {
+    for (size_t i = 0; i < n_logits; ++i) {
+      std::copy_n(x.data() + logit_rows[i] * D, D, h.data() + i * D);
+    }
+    last = h.data();
+  }
   k::check(k::rmsnorm(h.data(), last, weights_.output_norm.data(), n_logits, D, c.rms_eps),
            "rmsnorm");
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
@@ -136,6 +159,20 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvCache* const* caches, si
       std::copy_n(&gathered[(r * n_logits + t) * rows], rows, &logits[t * V + r * rows]);
     }
   }
+}
+
+void CacheBatch::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                                   const float* v, size_t kv_stride, float* out,
+                                   size_t out_stride) {
+  for (size_t s = 0, row = 0; s < n_; row += counts_[s], ++s) {
+    caches_[s]->append_and_attend(layer, q + row * q_stride, q_stride, k + row * kv_stride,
+                                  v + row * kv_stride, kv_stride, counts_[s],
+                                  out + row * out_stride);
+  }
+}
+
+void CacheBatch::commit() {
+  for (size_t s = 0; s < n_; ++s) caches_[s]->commit(counts_[s]);
 }
 
 }  // namespace adakv::model

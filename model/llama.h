@@ -50,11 +50,17 @@ class LlamaModel {
   void forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B,
                      std::vector<float>& logits) const;
 
+  // One ragged step: every sequence of `batch` takes its batch.tokens(s) rows of `tokens`
+  // (packed in sequence order) in ONE forward, prompt chunks and decodes alike. Writes logits
+  // [number of sequences that wants_logits()][vocab], in sequence order (same rule as forward
+  // for ranks that do not compute logits).
+  void forward_ragged(const int32_t* tokens, KvBatch& batch, std::vector<float>& logits) const;
+
  private:
-  // The body of forward and forward_batch: the n tokens split evenly over the caches in order
-  // (one cache takes them all; n caches take one each). Requires n % n_caches == 0.
-  void run(const int32_t* tokens, size_t n, KvCache* const* caches, size_t n_caches,
-           std::vector<float>& logits, size_t n_logits) const;
+  // The body of every forward: n = the batch's total rows. With one sequence, logits for its
+  // last n_logits rows; with several, for the last row of each that wants_logits().
+  void run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
+           size_t n_logits) const;
   // x[0..n*D) += the sum over ranks of partial[0..n*D) (RowParallel output).
   void add_row_parallel(float* x, float* partial, size_t count) const;
 

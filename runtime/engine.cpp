@@ -10,6 +10,8 @@
 #include "model/gguf/gguf.h"
 #include "runtime/engine_command.h"
 #include "runtime/kv/block_pool.h"
+#include "runtime/kv/paged_batch.h"
+#include "runtime/llm_engine.h"
 
 namespace adakv::runtime {
 namespace {
@@ -68,9 +70,6 @@ int Engine::follow() {
       switch (command.op) {
         case EngineOp::kShutdown:
           return 0;
-        case EngineOp::kGenerate:
-          run_generate(command.request, {}, {});
-          break;
         case EngineOp::kGeneratePolicies:
           run_generate_policies(command.request, command.policies);
           break;
@@ -80,6 +79,15 @@ int Engine::follow() {
         case EngineOp::kScoreContinuation:
           run_score_continuation(command.request, command.continuation, command.policies);
           break;
+        case EngineOp::kConfigureSteps:
+          run_configure_steps(command.serving);
+          break;
+        case EngineOp::kStep: {
+          std::vector<float> logits;
+          std::vector<GenerateResult> reports;
+          run_step(command.plan, logits, reports);
+          break;
+        }
       }
     } catch (const std::exception& e) {
       fail_job(e);
@@ -104,6 +112,97 @@ BlockPool Engine::make_pool(const GenerateRequest& req, size_t max_new, size_t c
   const size_t tokens = req.prompt.size() + max_new;
   const size_t blocks_per_head = (tokens + req.block_tokens - 1) / req.block_tokens;
   return BlockPool(layout, copies * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+}
+
+void Engine::configure_steps(const ServingConfig& config) {
+  if (!is_root()) throw std::logic_error("configure_steps() runs on rank 0");
+  config.validate();
+  EngineCommand command{EngineOp::kConfigureSteps, {}, {}, {}};
+  command.serving = config;
+  drive(command, [&] { run_configure_steps(config); });
+}
+
+void Engine::run_configure_steps(const ServingConfig& config) {
+  step_seqs_.clear();
+  step_pool_.reset();
+  const kernels::KvBlockLayout layout{config.block_tokens, model_.local_config().head_dim,
+                                      config.kv_dtype};
+  step_pool_ = std::make_unique<BlockPool>(layout, config.kv_pool_blocks);
+}
+
+void Engine::execute_step(const StepPlan& plan, std::vector<float>& logits,
+                          std::vector<GenerateResult>& reports) {
+  if (!is_root()) throw std::logic_error("execute_step() runs on rank 0");
+  if (!step_pool_) throw std::logic_error("execute_step() before configure_steps()");
+  EngineCommand command{EngineOp::kStep, {}, {}, {}};
+  command.plan = plan;
+  drive(command, [&] { run_step(plan, logits, reports); });
+}
+
+const PagedKvCache* Engine::step_cache(uint64_t id) const {
+  const auto it = step_seqs_.find(id);
+  return it == step_seqs_.end() ? nullptr : it->second.cache.get();
+}
+
+void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
+                      std::vector<GenerateResult>& reports) {
+  auto seq = [&](uint64_t id) -> StepSequence& {
+    const auto it = step_seqs_.find(id);
+    if (it == step_seqs_.end()) {
+      throw std::logic_error("step plan names sequence " + std::to_string(id) +
+                             ", which has no cache");
+    }
+    return it->second;
+  };
+  // A sequence whose prompt (and look-ahead) is done: what it holds now is its compressed size.
+  auto note_compressed = [&](StepSequence& s) {
+    const PagedKvCache& c = *s.cache;
+    if (s.compressed || c.awaiting_lookahead() || c.next_position() < c.report().prompt_tokens ||
+        c.report().prompt_tokens == 0) {
+      return;
+    }
+    s.compressed = true;
+    s.after_prefill_bytes = c.held_bytes();
+    s.full_after_prefill_bytes = c.full_bytes();
+    s.pool_free_after_prefill = step_pool_->free_bytes();
+  };
+  reports.clear();
+  for (uint64_t id : plan.report) {
+    StepSequence& s = seq(id);
+    GenerateResult r;
+    r.prompt_tokens = s.cache->report().prompt_tokens;
+    r.kv_after_prefill_bytes = s.after_prefill_bytes;
+    r.kv_full_after_prefill_bytes = s.full_after_prefill_bytes;
+    r.pool_free_after_prefill_bytes = s.pool_free_after_prefill;
+    r.pool_bytes = step_pool_->capacity() * step_pool_->block_bytes();
+    r.compression = s.cache->report();
+    gather_report(*s.cache, r);
+    reports.push_back(std::move(r));
+  }
+  for (uint64_t id : plan.release) step_seqs_.erase(id);
+  for (const auto& start : plan.start) {
+    StepSequence s;
+    s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
+                                             head_group());
+    s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
+    step_seqs_[start.id] = std::move(s);
+  }
+  for (uint64_t id : plan.end_lookahead) {
+    StepSequence& s = seq(id);
+    s.cache->compress_after_lookahead();
+    note_compressed(s);
+  }
+  logits.clear();
+  if (plan.entries.empty()) return;
+  std::vector<PagedBatch::Entry> entries;
+  std::vector<int32_t> tokens;
+  for (const auto& e : plan.entries) {
+    entries.push_back({seq(e.id).cache.get(), e.tokens.size(), e.logits});
+    tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+  }
+  PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
+  model_.forward_ragged(tokens.data(), batch, logits);
+  for (const auto& e : plan.entries) note_compressed(seq(e.id));
 }
 
 std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {
@@ -385,56 +484,27 @@ RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
 
 GenerateResult Engine::generate(const GenerateRequest& req,
                                 const std::function<void(std::string_view)>& on_text,
-                                const LogitsObserver& on_logits) const {
+                                const LogitsObserver& on_logits) {
   if (!is_root()) throw std::logic_error("generate() runs on rank 0; other ranks follow()");
-  check_request(req);
-  return drive(EngineCommand{EngineOp::kGenerate, req, {}, {}},
-               [&] { return run_generate(req, on_text, on_logits); });
-}
-
-GenerateResult Engine::run_generate(const GenerateRequest& req,
-                                    const std::function<void(std::string_view)>& on_text,
-                                    const LogitsObserver& on_logits) const {
-  const auto& cfg = model_.local_config();
   const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+  // A pool for this sequence uncompressed, its prompt in one forward (as a lone request in
+  // the serving loop with a pool of its own).
+  const auto& cfg = model_.local_config();
+  const size_t tokens = n_prompt + std::max(max_new, lookahead_steps(req.compression, n_prompt));
+  ServingConfig config;
+  config.block_tokens = req.block_tokens;
+  config.kv_dtype = req.kv_dtype;
+  config.kv_pool_blocks =
+      (tokens + req.block_tokens - 1) / req.block_tokens * cfg.n_layers * cfg.n_kv_heads;
+  config.max_num_seqs = 1;
+  config.max_num_batched_tokens = n_prompt;
+  config.prefill_chunk = n_prompt;
   exchange_s_ = 0;
   control_.comm().reset_stats();
-  // With look-ahead the prompt is prefilled into a recording cache, which decodes the
-  // look-ahead tokens and then gives way to its compressed copy.
-  const size_t steps = lookahead_steps(req.compression, n_prompt);
-  // Room for the uncompressed sequence: what prefill needs before compaction (scope global)
-  // and what the full policy holds at the end; with look-ahead, for the copy next to it.
-  BlockPool pool = make_pool(req, std::max(max_new, steps), steps > 0 ? 2 : 1);
-  std::unique_ptr<PagedKvCache> cache;
-
+  LlmEngine loop(*this, config);
   GenerateResult result;
-  result.prompt_tokens = n_prompt;
-  std::vector<float> logits;
-  double score_s = 0, lookahead_s = 0;
-  size_t lookahead_tokens = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  if (steps == 0) {
-    cache = std::make_unique<PagedKvCache>(pool, cfg, req.compression, head_group());
-    model_.forward(req.prompt.data(), n_prompt, *cache, logits);
-  } else {
-    PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
-    model_.forward(req.prompt.data(), n_prompt, source, logits);
-    lookahead_s = look_ahead(source, logits, steps);
-    cache = source.compressed_copy(req.compression);
-    score_s = source.report().score_s;
-    lookahead_tokens = source.report().lookahead_tokens;
-  }
-  result.prefill_s = seconds_since(t0);
-  result.kv_after_prefill_bytes = cache->held_bytes();
-  result.kv_full_after_prefill_bytes = cache->full_bytes();
-  result.pool_free_after_prefill_bytes = pool.free_bytes();
-  result.pool_bytes = pool.capacity() * pool.block_bytes();
-  decode(req, max_new, {cache.get()}, std::move(logits), on_text, on_logits, {&result});
-  if (steps > 0) {
-    result.compression.score_s = score_s;
-    result.compression.lookahead_s = lookahead_s;
-    result.compression.lookahead_tokens = lookahead_tokens;
-  }
+  loop.add({req, {}, on_text, on_logits, [&](GenerateResult&& r) { result = std::move(r); }});
+  loop.run_until_done();
   return result;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "runtime/compression/config.h"
 #include "runtime/kv/paged_kv_cache.h"
 #include "runtime/sampler.h"
+#include "runtime/step_plan.h"
 
 namespace adakv::gguf {
 class GgufFile;
@@ -46,10 +48,12 @@ struct GenerateRequest {
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (EOS included when it stopped there)
   std::string text;             // decoded generated text (EOS excluded)
-  std::string finish_reason;    // "stop" (EOS) or "length"
+  std::string finish_reason;    // "stop" (EOS or a stop string), "length" or "abort"
   size_t prompt_tokens = 0;
-  double prefill_s = 0;
+  double prefill_s = 0;  // until the prompt was compressed (look-ahead included)
   double decode_s = 0;
+  double ttft_s = 0;        // serving loop: from the request's arrival to its first token
+  size_t preemptions = 0;   // serving loop: times it was preempted and recomputed
   // KV memory at the end of generation, in the pool's dtype, block rounding included:
   size_t kv_full_bytes = 0;                // what the uncompressed cache would hold
   size_t kv_kept_bytes = 0;                // what the sequence holds
@@ -116,11 +120,16 @@ class Engine {
   // Tokenizes a prompt; `chat` wraps it as one user turn of the model's chat template.
   std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
 
-  // Root only. Throws std::invalid_argument when the prompt is empty or does not fit the
+  // Root only: one request through the serving loop (runtime/llm_engine.h), on a pool sized
+  // for it. Throws std::invalid_argument when the prompt is empty or does not fit the
   // context. on_text receives decoded text as it becomes available (whole UTF-8 characters).
   GenerateResult generate(const GenerateRequest& request,
                           const std::function<void(std::string_view)>& on_text = {},
-                          const LogitsObserver& on_logits = {}) const;
+                          const LogitsObserver& on_logits = {});
+
+  // Validates a request (throws std::invalid_argument naming the problem); returns how many
+  // tokens it may generate.
+  size_t check_request(const GenerateRequest& request) const;
 
   // One prefill of request.prompt serves every policy: the prompt is prefilled once with
   // scores recorded, then each policy compresses a copy of that cache and decodes from it
@@ -141,17 +150,31 @@ class Engine {
       const GenerateRequest& request, const std::vector<int32_t>& continuation,
       const std::vector<compression::CompressionConfig>& policies) const;
 
+  // ---- The serving loop's side (runtime/llm_engine.h drives it from rank 0) ----
+  // Root: every rank (re)creates the engine-lifetime block pool of `config`, dropping the
+  // caches of an earlier loop.
+  void configure_steps(const ServingConfig& config);
+  // Root: every rank executes `plan` (see StepPlan); logits of the entries that want them,
+  // [rows][vocab] in entry order, land in `logits` on rank 0. Reports of plan.report come back
+  // in `reports` (parallel to it, on rank 0).
+  void execute_step(const StepPlan& plan, std::vector<float>& logits,
+                    std::vector<GenerateResult>& reports);
+  // Rank 0's cache of a serving sequence (null if none), and the pool they share.
+  const PagedKvCache* step_cache(uint64_t id) const;
+  const BlockPool* step_pool() const { return step_pool_.get(); }
+  // Largest prompt plus generation one request may ask for (the model's context).
+  size_t context_length() const { return model_.config().context_length; }
+  // Look-ahead tokens the serving loop decodes for an n_prompt-token prompt under c.
+  size_t lookahead_for(const compression::CompressionConfig& c, size_t n_prompt) const {
+    return lookahead_steps(c, n_prompt);
+  }
+
   // Root only: prefills request.prompt recording the window scores of every head, and
   // compresses a copy under request.compression (for adakv profile). No token is generated.
   RecordedPrompt record_prompt(const GenerateRequest& request) const;
 
  private:
-  // Validates the request; returns how many tokens it may generate.
-  size_t check_request(const GenerateRequest& request) const;
-  // The bodies of generate/generate_policies, run by every rank.
-  GenerateResult run_generate(const GenerateRequest& request,
-                              const std::function<void(std::string_view)>& on_text,
-                              const LogitsObserver& on_logits) const;
+  // The bodies of the commands, run by every rank.
   std::vector<GenerateResult> run_generate_policies(
       const GenerateRequest& request,
       const std::vector<compression::CompressionConfig>& policies) const;
@@ -194,12 +217,26 @@ class Engine {
   BlockPool make_pool(const GenerateRequest& request, size_t max_new, size_t copies) const;
   [[noreturn]] void fail_job(const std::exception& e) const;
 
+  // Every rank's share of a step; reports (collective) land in `reports` on rank 0.
+  void run_step(const StepPlan& plan, std::vector<float>& logits,
+                std::vector<GenerateResult>& reports);
+  void run_configure_steps(const ServingConfig& config);
+
+  // A serving sequence's cache, and what it held right after compression (for its report).
+  struct StepSequence {
+    std::unique_ptr<PagedKvCache> cache;
+    bool compressed = false;
+    size_t after_prefill_bytes = 0, full_after_prefill_bytes = 0, pool_free_after_prefill = 0;
+  };
+
   std::unique_ptr<comm::Communicator> single_;  // when no group is given
   comm::ControlPlane control_;
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
   mutable double exchange_s_ = 0;
   bool shut_down_ = false;
+  std::unique_ptr<BlockPool> step_pool_;
+  std::map<uint64_t, StepSequence> step_seqs_;
 };
 
 }  // namespace adakv::runtime

@@ -1,65 +1,25 @@
 #include "runtime/engine_command.h"
 
-#include <cstring>
 #include <stdexcept>
-#include <type_traits>
+
+#include "runtime/wire.h"
 
 namespace adakv::runtime {
 namespace {
 
 constexpr uint32_t kMagic = 0x41444b43;  // "ADKC"
 
-class Writer {
- public:
-  template <class T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  template <class T>
-  void put_vector(const std::vector<T>& v) {
-    put<uint64_t>(v.size());
-    for (const auto& x : v) put(x);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& in) : in_(in) {}
-  template <class T>
-  T get() {
-    static_assert(std::is_trivially_copyable_v<T>);
-    if (in_.size() - pos_ < sizeof(T)) throw std::runtime_error("engine command: truncated");
-    T v;
-    std::memcpy(&v, in_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
-  }
-  template <class T>
-  std::vector<T> get_vector() {
-    const auto n = get<uint64_t>();
-    if (n > (in_.size() - pos_) / sizeof(T)) throw std::runtime_error("engine command: truncated");
-    std::vector<T> v(n);
-    for (auto& x : v) x = get<T>();
-    return v;
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  const std::string& in_;
-  size_t pos_ = 0;
-};
-
 }  // namespace
 
 std::string encode_command(const EngineCommand& c) {
-  Writer w;
+  wire::Writer w;
   w.put(kMagic);
   w.put(c.op);
+  if (c.op == EngineOp::kStep) return w.take() + encode_plan(c.plan);
+  if (c.op == EngineOp::kConfigureSteps) {
+    w.put(c.serving);
+    return w.take();
+  }
   const auto& r = c.request;
   w.put_vector(r.prompt);
   w.put(r.max_tokens);
@@ -75,12 +35,22 @@ std::string encode_command(const EngineCommand& c) {
 }
 
 EngineCommand decode_command(const std::string& bytes) {
-  Reader in(bytes);
+  wire::Reader in(bytes, "engine command");
   if (in.get<uint32_t>() != kMagic) throw std::runtime_error("engine command: bad magic");
   EngineCommand c;
   c.op = in.get<EngineOp>();
-  if (c.op < EngineOp::kShutdown || c.op > EngineOp::kScoreContinuation) {
+  if (c.op < EngineOp::kShutdown || c.op > EngineOp::kStep) {
     throw std::runtime_error("engine command: unknown operation");
+  }
+  if (c.op == EngineOp::kStep) {
+    const size_t header = sizeof(kMagic) + sizeof(EngineOp);
+    c.plan = decode_plan(bytes.substr(header));
+    return c;
+  }
+  if (c.op == EngineOp::kConfigureSteps) {
+    c.serving = in.get<ServingConfig>();
+    if (!in.done()) throw std::runtime_error("engine command: trailing bytes");
+    return c;
   }
   auto& r = c.request;
   r.prompt = in.get_vector<int32_t>();

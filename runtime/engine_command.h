@@ -9,15 +9,17 @@
 
 #include "runtime/compression/config.h"
 #include "runtime/engine.h"
+#include "runtime/step_plan.h"
 
 namespace adakv::runtime {
 
 enum class EngineOp : uint8_t {
   kShutdown = 1,
-  kGenerate = 2,
   kGeneratePolicies = 3,
   kRecordPrompt = 4,
-  kScoreContinuation = 5
+  kScoreContinuation = 5,
+  kConfigureSteps = 6,  // a serving loop starts: every rank creates its block pool
+  kStep = 7,            // one step of the serving loop
 };
 
 struct EngineCommand {
@@ -25,6 +27,8 @@ struct EngineCommand {
   GenerateRequest request;                               // every op but kShutdown
   std::vector<compression::CompressionConfig> policies;  // kGeneratePolicies, kScoreContinuation
   std::vector<int32_t> continuation;                     // kScoreContinuation
+  ServingConfig serving;                                 // kConfigureSteps
+  StepPlan plan;                                         // kStep
 };
 
 std::string encode_command(const EngineCommand& command);

@@ -108,32 +108,135 @@ void PagedKvCache::append_rows(HeadTable& head, const float* k, const float* v, 
   }
 }
 
+void PagedKvCache::begin_prompt(size_t n_prompt, bool defer_scoring) {
+  if (position_ != 0 || !report_.kept.empty()) {
+    throw std::logic_error("begin_prompt: the cache already holds a prompt");
+  }
+  if (n_prompt == 0) throw std::invalid_argument("begin_prompt: the prompt is empty");
+  prompt_n_ = n_prompt;
+  defer_scoring_ = defer_scoring;
+}
+
+void PagedKvCache::init_prompt(size_t n) {
+  report_.prompt_tokens = n;
+  report_.kept.assign(model_.n_layers, std::vector<size_t>(model_.n_kv_heads, n));
+  scores_.assign(model_.n_layers, {});
+  budget_scores_.assign(model_.n_layers, {});
+  const bool defer = record_scores_ ? compression_.lookahead > 0 : defer_scoring_;
+  if (defer) observed_q_.assign(model_.n_layers, {});
+}
+
 void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                                      const float* v, size_t kv_stride, size_t n, float* out) {
-  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
-  if (position_ == 0 && n > 1) {
-    prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out);
-    return;
-  }
-  auto& heads = heads_[layer];
-  for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
-  if (awaiting_lookahead()) {
-    for (size_t i = 0; i < n; ++i) observe_query(layer, q + i * q_stride);
-  }
-
-  std::vector<const int32_t*> block_ids(Hkv);
-  std::vector<uint32_t> lengths(Hkv);
-  for (size_t g = 0; g < Hkv; ++g) {
-    block_ids[g] = heads[g].blocks.data();
-    lengths[g] = heads[g].length;
-  }
-  const kernels::PagedSequence seq{block_ids.data(), lengths.data(), n, q, q_stride, out,
-                                   model_.q_width()};
+  kernels::PagedSequence seq{};
+  if (!stage(layer, q, q_stride, k, v, kv_stride, n, out, model_.q_width(), seq)) return;
   const auto t0 = std::chrono::steady_clock::now();
   kernels::check(kernels::attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
-                                          Hkv, 1.0f / std::sqrt(static_cast<float>(Dh))),
+                                          model_.n_kv_heads,
+                                          1.0f / std::sqrt(static_cast<float>(model_.head_dim))),
                  "attention_paged");
   report_.decode_attention_s += seconds_since(t0);
+  finish_layer(layer, q, q_stride, n);
+}
+
+bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const float* k,
+                         const float* v, size_t kv_stride, size_t n, float* out,
+                         size_t out_stride, kernels::PagedSequence& seq) {
+  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
+  auto& heads = heads_[layer];
+  if (position_ == 0 && n > 1 && (prompt_n_ == 0 || prompt_n_ == n)) {
+    prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out);
+    return false;
+  }
+  if (position_ == 0 && prompt_n_ > n) {
+    // The first of several prompt chunks: causal attention over its own raw rows.
+    if (layer == 0) init_prompt(prompt_n_);
+    kernels::check(kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
+                                             kv_stride, out_stride,
+                                             1.0f / std::sqrt(static_cast<float>(Dh))),
+                   "attention_causal");
+    for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+    return false;
+  }
+  for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+  // Rows after the prompt decoded before compression: their queries join the scoring.
+  if (awaiting_lookahead() && position_ >= report_.prompt_tokens) {
+    for (size_t i = 0; i < n; ++i) observe_query(layer, q + i * q_stride);
+  }
+  view_ids_.resize(Hkv);
+  view_lengths_.resize(Hkv);
+  for (size_t g = 0; g < Hkv; ++g) {
+    view_ids_[g] = heads[g].blocks.data();
+    view_lengths_[g] = heads[g].length;
+  }
+  seq = kernels::PagedSequence{view_ids_.data(), view_lengths_.data(), n, q, q_stride, out,
+                               out_stride};
+  return true;
+}
+
+void PagedKvCache::finish_layer(size_t layer, const float* q, size_t q_stride, size_t n) {
+  if (prompt_n_ == 0 || position_ == 0 || position_ >= prompt_n_) return;
+  if (position_ + n != prompt_n_) return;  // a middle chunk: nothing to score yet
+  const size_t W = compression_.window;
+  if (prompt_n_ > W && n < W) {
+    throw std::logic_error("the last prompt chunk (" + std::to_string(n) +
+                           " tokens) must hold the observation window of " + std::to_string(W));
+  }
+  compress_chunked_layer(layer, q + (n - std::min(n, W)) * q_stride, q_stride);
+}
+
+void PagedKvCache::compress_chunked_layer(size_t layer, const float* q_window, size_t q_stride) {
+  const size_t N = prompt_n_, W = compression_.window;
+  if (N <= W) return;
+  if (awaiting_lookahead()) {
+    for (size_t i = 0; i < W; ++i) observe_query(layer, q_window + i * q_stride);
+    return;
+  }
+  if (record_scores_) throw std::logic_error("a recording cache takes its prompt in one forward");
+  if (compression_.keeps_everything(N)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (compression_.policy != Policy::kStreaming) {
+    const auto keys = read_keys(layer, N);
+    score_into(layer, q_window, q_stride, keys.data(), model_.n_kv_heads * model_.head_dim, N, W);
+  }
+  report_.score_s += seconds_since(t0);
+  if (compression_.scope == Scope::kGlobal) {
+    if (layer + 1 == model_.n_layers) compact_global();
+    return;
+  }
+  const auto& scores = scores_[layer];
+  const auto positions = layer_positions(layer, scores.empty() ? nullptr : scores.data(), N,
+                                         allocation_scores(layer).data());
+  scores_[layer].clear();
+  budget_scores_[layer].clear();
+  compact_layer(layer, positions);
+}
+
+void PagedKvCache::compress_after_lookahead() {
+  if (!awaiting_lookahead()) return;
+  finish_lookahead();
+  const size_t N = report_.prompt_tokens, L = model_.n_layers;
+  if (compression_.keeps_everything(N) || N <= compression_.window) return;
+  if (compression_.scope == Scope::kGlobal) return compact_global();
+  for (size_t l = 0; l < L; ++l) {
+    const auto& scores = scores_[l];
+    const auto positions = layer_positions(l, scores.empty() ? nullptr : scores.data(), N,
+                                           allocation_scores(l).data());
+    scores_[l].clear();
+    budget_scores_[l].clear();
+    compact_layer(l, positions);
+  }
+}
+
+std::vector<std::vector<size_t>> PagedKvCache::model_kept_tokens(size_t model_kv_heads) const {
+  if (!report_.budgets.empty()) return report_.budgets;
+  // Nothing allocated: every head kept the same count (the whole prompt, or streaming's).
+  std::vector<std::vector<size_t>> kept(model_.n_layers);
+  for (size_t l = 0; l < model_.n_layers; ++l) {
+    const size_t n = report_.kept.empty() ? position_ : report_.kept[l][0];
+    kept[l].assign(model_kv_heads, n);
+  }
+  return kept;
 }
 
 void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
@@ -144,13 +247,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
                                 model_.q_width(), 1.0f / std::sqrt(static_cast<float>(Dh))),
       "attention_causal");
   auto& heads = heads_[layer];
-  if (report_.kept.empty()) {
-    report_.prompt_tokens = n;
-    report_.kept.assign(model_.n_layers, std::vector<size_t>(Hkv, n));
-    scores_.assign(model_.n_layers, {});
-    budget_scores_.assign(model_.n_layers, {});
-    if (record_scores_ && compression_.lookahead > 0) observed_q_.assign(model_.n_layers, {});
-  }
+  if (report_.kept.empty()) init_prompt(n);
   auto keep_all = [&] {
     for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
   };
@@ -206,25 +303,12 @@ void PagedKvCache::finish_lookahead() {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = report_.prompt_tokens, steps = position_ - n, total = position_;
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, Hq = model_.n_heads;
-  const auto& layout = pool_.layout();
-  const size_t bt = layout.block_tokens;
-  // The keys of prompt and look-ahead tokens, [total][Hkv][Dh], read back from the blocks.
-  std::vector<float> keys(total * Hkv * Dh), k_rows(bt * Dh), v_rows(bt * Dh);
+  const size_t bt = pool_.layout().block_tokens;
   for (size_t l = 0; l < model_.n_layers; ++l) {
     const auto& observed = observed_q_[l];
     if (observed.empty()) continue;  // a prompt no longer than the window: nothing to score
-    for (size_t g = 0; g < Hkv; ++g) {
-      const HeadTable& head = heads_[l][g];
-      for (size_t b = 0; b * bt < total; ++b) {
-        const size_t rows = std::min(bt, total - b * bt);
-        kernels::check(kernels::kv_block_read(pool_.block(head.blocks[b]), layout, 0, rows,
-                                              k_rows.data(), v_rows.data()),
-                       "kv_block_read");
-        for (size_t r = 0; r < rows; ++r) {
-          std::memcpy(&keys[((b * bt + r) * Hkv + g) * Dh], &k_rows[r * Dh], Dh * sizeof(float));
-        }
-      }
-    }
+    // The keys of prompt and look-ahead tokens.
+    const auto keys = read_keys(l, total);
     score_into(l, observed.data(), Hq * Dh, keys.data(), Hkv * Dh, total,
                observed.size() / (Hq * Dh));
   }
@@ -437,31 +521,60 @@ void PagedKvCache::compact_global() {
   }
   const auto budgets = allocate(gains_from.empty() ? all : gains_from, L, prefix, 0);
 
+  std::vector<std::vector<uint32_t>> positions(Hkv);
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t g = 0; g < Hkv; ++g) {
+      const size_t row = l * Hkv + g;
+      positions[g] = kept_positions(all.data() + row * prefix, prefix, budgets[row], n);
+    }
+    compact_layer(l, positions);
+  }
+}
+
+void PagedKvCache::compact_layer(size_t layer,
+                                 const std::vector<std::vector<uint32_t>>& positions) {
   // In place: kept positions ascend, so row i moves from position p_i >= i and never
   // overwrites a row still to be read; then the blocks past the new length go back. No block
   // is needed during compaction, so it works with a pool filled by the prefill.
   const auto t0 = std::chrono::steady_clock::now();
   const auto& layout = pool_.layout();
   const size_t bt = layout.block_tokens;
-  for (size_t l = 0; l < L; ++l) {
-    for (size_t g = 0; g < Hkv; ++g) {
-      const size_t row = l * Hkv + g;
-      const auto positions = kept_positions(all.data() + row * prefix, prefix, budgets[row], n);
-      HeadTable& head = heads_[l][g];
-      for (size_t i = 0; i < positions.size(); ++i) {
-        const size_t p = positions[i];
-        if (p == i) continue;
-        copy_row(layout, pool_.block(head.blocks[p / bt]), p % bt, pool_.block(head.blocks[i / bt]),
-                 i % bt);
-      }
-      head.length = static_cast<uint32_t>(positions.size());
-      const size_t blocks_needed = (positions.size() + bt - 1) / bt;
-      for (size_t b = blocks_needed; b < head.blocks.size(); ++b) pool_.release(head.blocks[b]);
-      head.blocks.resize(blocks_needed);
-      report_.kept[l][g] = positions.size();
+  for (size_t g = 0; g < model_.n_kv_heads; ++g) {
+    const auto& kept = positions[g];
+    HeadTable& head = heads_[layer][g];
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const size_t p = kept[i];
+      if (p == i) continue;
+      copy_row(layout, pool_.block(head.blocks[p / bt]), p % bt, pool_.block(head.blocks[i / bt]),
+               i % bt);
     }
+    head.length = static_cast<uint32_t>(kept.size());
+    const size_t blocks_needed = (kept.size() + bt - 1) / bt;
+    for (size_t b = blocks_needed; b < head.blocks.size(); ++b) pool_.release(head.blocks[b]);
+    head.blocks.resize(blocks_needed);
+    report_.kept[layer][g] = kept.size();
   }
   report_.compact_s += seconds_since(t0);
+}
+
+std::vector<float> PagedKvCache::read_keys(size_t layer, size_t total) const {
+  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
+  const auto& layout = pool_.layout();
+  const size_t bt = layout.block_tokens;
+  std::vector<float> keys(total * Hkv * Dh), k_rows(bt * Dh), v_rows(bt * Dh);
+  for (size_t g = 0; g < Hkv; ++g) {
+    const HeadTable& head = heads_[layer][g];
+    for (size_t b = 0; b * bt < total; ++b) {
+      const size_t rows = std::min(bt, total - b * bt);
+      kernels::check(kernels::kv_block_read(pool_.block(head.blocks[b]), layout, 0, rows,
+                                            k_rows.data(), v_rows.data()),
+                     "kv_block_read");
+      for (size_t r = 0; r < rows; ++r) {
+        std::memcpy(&keys[((b * bt + r) * Hkv + g) * Dh], &k_rows[r * Dh], Dh * sizeof(float));
+      }
+    }
+  }
+  return keys;
 }
 
 }  // namespace adakv::runtime

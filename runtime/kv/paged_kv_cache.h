@@ -15,6 +15,11 @@
 // the queries of the tokens decoded after the prompt, and finish_lookahead() scores them all
 // together and rolls the cache back to the prompt.
 // Decode appends to each head's last block and attends with kernels::attention_paged.
+//
+// Chunked prefill (begin_prompt): the prompt arrives over several forwards. Chunks before the
+// last keep every row (attention needs them); the last chunk's queries hold the window, so
+// that chunk scores the layer over the keys in the blocks and compacts it in place. With
+// look-ahead, scoring waits for compress_after_lookahead().
 #pragma once
 
 #include <functional>
@@ -73,10 +78,35 @@ class PagedKvCache : public model::KvCache {
   PagedKvCache(const PagedKvCache&) = delete;
   PagedKvCache& operator=(const PagedKvCache&) = delete;
 
+  // Announces a prompt of n_prompt tokens that may arrive over several forwards (chunks; the
+  // last one must hold at least the window). With defer_scoring, the window's queries and the
+  // decoded tokens' are kept until compress_after_lookahead() scores and compacts. Call before
+  // the first forward.
+  void begin_prompt(size_t n_prompt, bool defer_scoring);
+  // Look-ahead done: scores every layer from the window's and the look-ahead tokens' queries,
+  // rolls the cache back to the prompt, and compacts it in place under this cache's policy.
+  void compress_after_lookahead();
+
   size_t next_position() const override { return position_; }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                          const float* v, size_t kv_stride, size_t n, float* out) override;
   void commit(size_t n) override { position_ += n; }
+
+  // The two halves of append_and_attend, for a ragged batch that runs one attention_paged call
+  // over many caches: stage() appends the rows and, unless it attended on its own (a first
+  // prompt chunk, on the raw K/V), fills `seq` (valid until this cache's next stage()) and
+  // returns true; after the batched attention, finish_layer() scores and compacts when the
+  // rows ended the prompt.
+  bool stage(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
+             size_t kv_stride, size_t n, float* out, size_t out_stride,
+             kernels::PagedSequence& seq);
+  void finish_layer(size_t layer, const float* q, size_t q_stride, size_t n);
+
+  // Tokens each [layer][model kv head] holds right after compression (the budget vector every
+  // rank computed; the prompt length where nothing was evicted). Rank 0 accounts every rank's
+  // blocks from it.
+  std::vector<std::vector<size_t>> model_kept_tokens(size_t model_kv_heads) const;
+  const BlockPool& pool() const { return pool_; }
 
   size_t head_length(size_t layer, size_t head) const { return heads_[layer][head].length; }
   size_t held_blocks() const;
@@ -134,6 +164,16 @@ class PagedKvCache : public model::KvCache {
   std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
                                        size_t n) const;
   void append_rows(HeadTable& head, const float* k, const float* v, size_t stride, size_t n);
+  // The prompt's report and score slots, on its first rows.
+  void init_prompt(size_t n);
+  // The last prompt chunk of `layer` is in the blocks: score it with the window's queries
+  // (q_window: [W][Hq][Dh]) and compact it in place (or keep the queries for look-ahead).
+  void compress_chunked_layer(size_t layer, const float* q_window, size_t q_stride);
+  // Keys of the first `total` tokens of `layer`, read back from the blocks: [total][Hkv][Dh].
+  std::vector<float> read_keys(size_t layer, size_t total) const;
+  // Keeps only `positions[g]` (ascending) of each head of `layer`, moved down in place; the
+  // blocks past the new lengths go back to the pool.
+  void compact_layer(size_t layer, const std::vector<std::vector<uint32_t>>& positions);
   void compact_global();
   void release(HeadTable& head);
 
@@ -144,6 +184,10 @@ class PagedKvCache : public model::KvCache {
   std::vector<std::vector<HeadTable>> heads_;  // [layer][kv head]
   size_t position_ = 0;
   bool record_scores_ = false;
+  size_t prompt_n_ = 0;         // begin_prompt's; 0: the first forward is the whole prompt
+  bool defer_scoring_ = false;  // scoring waits for look-ahead (compress_after_lookahead)
+  std::vector<const int32_t*> view_ids_;  // stage()'s PagedSequence arrays
+  std::vector<uint32_t> view_lengths_;
   // [layer][head][prefix]: recorded scores, or those waiting for a scope-global allocation.
   std::vector<std::vector<float>> scores_;
   // Like scores_, with budget_scores = peak: what Ada-KV's allocation reads (else empty).

@@ -1,0 +1,41 @@
+// The ragged batch of one serving step over head-paged caches: every sequence's rows are
+// appended to its own cache, then ONE attention_paged call per layer serves all the rows that
+// read from the pool (decodes, look-ahead and later prompt chunks); a first prompt chunk
+// attends over its own raw rows instead (PagedKvCache::stage).
+#pragma once
+
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "runtime/kv/paged_kv_cache.h"
+
+namespace adakv::runtime {
+
+class PagedBatch : public model::KvBatch {
+ public:
+  struct Entry {
+    PagedKvCache* cache;
+    size_t tokens;
+    bool logits;
+  };
+  // Every cache lives in `pool`; heads and sizes from `model` (this rank's local config).
+  PagedBatch(const BlockPool& pool, const model::ModelConfig& model, std::vector<Entry> entries);
+
+  size_t size() const override { return entries_.size(); }
+  size_t tokens(size_t s) const override { return entries_[s].tokens; }
+  size_t next_position(size_t s) const override { return entries_[s].cache->next_position(); }
+  bool wants_logits(size_t s) const override { return entries_[s].logits; }
+  void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
+                         const float* v, size_t kv_stride, float* out,
+                         size_t out_stride) override;
+  void commit() override;
+
+ private:
+  const BlockPool& pool_;
+  const model::ModelConfig& model_;
+  std::vector<Entry> entries_;
+  std::vector<kernels::PagedSequence> staged_;
+  std::vector<size_t> staged_entry_, staged_row_;
+};
+
+}  // namespace adakv::runtime

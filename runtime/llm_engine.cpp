@@ -1,0 +1,195 @@
+#include "runtime/llm_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace adakv::runtime {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+LlmEngine::LlmEngine(Engine& engine, const ServingConfig& config)
+    : engine_(engine),
+      scheduler_(config, engine.model().config(), engine.tp_size(), engine.model().shard().lm_head) {
+  engine_.configure_steps(config);
+}
+
+uint64_t LlmEngine::add(Request request) {
+  const GenerateRequest& req = request.generate;
+  const size_t max_new = engine_.check_request(req), n_prompt = req.prompt.size();
+  for (const auto& s : request.stop) {
+    if (s.empty()) throw std::invalid_argument("a stop string is empty");
+  }
+  const uint64_t id = next_id_++;
+  auto seq = std::make_shared<ScheduledSeq>();
+  seq->id = id;
+  seq->prompt = req.prompt;
+  seq->compression = req.compression;
+  seq->max_new = max_new;
+  seq->lookahead = engine_.lookahead_for(req.compression, n_prompt);
+  seq->eos = engine_.tokenizer().eos_id();
+  scheduler_.add(seq);  // throws when the pool can never hold it
+
+  const SamplingParams sampling = req.sampling;
+  Active a{seq, std::move(request), Sampler(sampling),
+           tokenizer::StreamDecoder(engine_.tokenizer())};
+  for (const auto& s : a.request.stop) a.held_back = std::max(a.held_back, s.size() - 1);
+  a.result.prompt_tokens = n_prompt;
+  a.result.finish_reason = "length";
+  a.added_at = now_s();
+  stats_.prompt_tokens += n_prompt;
+  active_.emplace(id, std::move(a));
+  return id;
+}
+
+void LlmEngine::abort(uint64_t id) {
+  const auto it = active_.find(id);
+  if (it == active_.end() || it->second.done) return;
+  end(it->second, "abort");
+}
+
+size_t LlmEngine::free_blocks() const {
+  const BlockPool* pool = engine_.step_pool();
+  return pool ? pool->free_blocks() : 0;
+}
+
+void LlmEngine::run_until_done() {
+  while (has_work()) step();
+}
+
+void LlmEngine::emit(Active& a, bool final) {
+  const std::string& t = a.text;
+  size_t limit = final ? t.size() : (t.size() > a.held_back ? t.size() - a.held_back : 0);
+  // Never split a UTF-8 character.
+  while (limit > a.emitted && limit < t.size() && (uint8_t(t[limit]) & 0xC0) == 0x80) --limit;
+  if (limit <= a.emitted) return;
+  if (a.request.on_text) a.request.on_text(std::string_view(t).substr(a.emitted, limit - a.emitted));
+  a.emitted = limit;
+}
+
+void LlmEngine::end(Active& a, const std::string& reason) {
+  a.done = true;
+  a.result.finish_reason = reason;
+  a.result.decode_s = now_s() - (a.compressed_at > 0 ? a.compressed_at : a.added_at);
+  emit(a, true);
+  if (!scheduler_.finish(a.seq->id, /*report=*/true)) {
+    // It never held a cache: the result is complete now.
+    const uint64_t id = a.seq->id;
+    if (a.request.on_done) a.request.on_done(std::move(a.result));
+    active_.erase(id);
+  }
+}
+
+void LlmEngine::on_token(Active& a, int32_t token) {
+  ScheduledSeq& s = *a.seq;
+  s.output.push_back(token);
+  a.result.tokens.push_back(token);
+  ++stats_.generated_tokens;
+  if (s.output.size() == 1) a.first_token_at = now_s();
+  const auto& req = a.request.generate;
+  if (req.stop_at_eos && token == s.eos) {
+    a.text += a.stream.flush();
+    a.result.text = a.text;
+    return end(a, "stop");
+  }
+  const size_t before = a.text.size();
+  a.text += a.stream.push(token);
+  // The earliest stop string that the new text completes.
+  size_t cut = std::string::npos;
+  const size_t from = before > a.held_back ? before - a.held_back : 0;
+  for (const auto& stop : a.request.stop) cut = std::min(cut, a.text.find(stop, from));
+  if (cut != std::string::npos) {
+    a.text.resize(cut);
+    a.result.text = a.text;
+    return end(a, "stop");
+  }
+  if (s.output.size() >= s.max_new) {
+    a.text += a.stream.flush();
+    a.result.text = a.text;
+    return end(a, "length");
+  }
+  a.result.text = a.text;
+  emit(a, false);
+}
+
+void LlmEngine::step() {
+  if (!has_work()) return;
+  std::vector<EntryKind> kinds;
+  const StepPlan plan = scheduler_.schedule(kinds);
+  std::vector<float> logits;
+  std::vector<GenerateResult> reports;
+  engine_.execute_step(plan, logits, reports);
+  ++stats_.steps;
+  stats_.preemptions = scheduler_.stats().preemptions;
+  stats_.peak_running = std::max(stats_.peak_running, scheduler_.num_running());
+  stats_.running_sum += double(scheduler_.num_running());
+
+  // Finished sequences' KV reports: their results are whole now.
+  for (size_t i = 0; i < plan.report.size(); ++i) {
+    const auto it = active_.find(plan.report[i]);
+    if (it == active_.end()) continue;
+    Active& a = it->second;
+    GenerateResult& r = a.result;
+    GenerateResult& kv = reports[i];
+    r.kv_full_bytes = kv.kv_full_bytes;
+    r.kv_kept_bytes = kv.kv_kept_bytes;
+    r.kv_after_prefill_bytes = kv.kv_after_prefill_bytes;
+    r.kv_full_after_prefill_bytes = kv.kv_full_after_prefill_bytes;
+    r.pool_free_after_prefill_bytes = kv.pool_free_after_prefill_bytes;
+    r.pool_bytes = kv.pool_bytes;
+    r.compression = std::move(kv.compression);
+    r.rank_kv_kept_bytes = std::move(kv.rank_kv_kept_bytes);
+    r.budgets_agree_across_ranks = kv.budgets_agree_across_ranks;
+    r.all_reduce_s = kv.all_reduce_s;
+    r.budget_exchange_s = kv.budget_exchange_s;
+    r.preemptions = a.seq->preemptions;
+    r.ttft_s = a.first_token_at > 0 ? a.first_token_at - a.added_at : 0;
+    r.prefill_s = a.compressed_at > 0 ? a.compressed_at - a.added_at : 0;
+    if (a.request.on_done) a.request.on_done(std::move(r));
+    active_.erase(it);
+  }
+
+  const size_t vocab = engine_.model().config().vocab_size;
+  const size_t heads = engine_.model().config().n_kv_heads;
+  auto compressed = [&](Active& a) {
+    scheduler_.set_kept(*a.seq, engine_.step_cache(a.seq->id)->model_kept_tokens(heads));
+    a.compressed_at = now_s();
+  };
+  for (uint64_t id : plan.end_lookahead) compressed(active_.at(id));
+  size_t row = 0;
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const StepEntry& e = plan.entries[i];
+    Active& a = active_.at(e.id);
+    ScheduledSeq& s = *a.seq;
+    if (kinds[i] == EntryKind::kLastPrefillChunk && s.lookahead == 0) compressed(a);
+    if (!e.logits) continue;
+    const float* lg = logits.data() + (row++) * vocab;
+    if (a.done) continue;
+    auto sample = [&] {
+      if (a.request.on_logits) a.request.on_logits(lg, vocab);
+      on_token(a, a.sampler.sample(lg, vocab));
+    };
+    switch (kinds[i]) {
+      case EntryKind::kLastPrefillChunk:
+        if (s.lookahead > 0) s.lookahead_next = argmax(lg, vocab);
+        if (s.output.empty()) sample();
+        break;
+      case EntryKind::kLookahead:
+        s.lookahead_next = argmax(lg, vocab);
+        break;
+      case EntryKind::kDecode:
+        sample();
+        break;
+      case EntryKind::kPrefillChunk:
+        break;
+    }
+  }
+}
+
+}  // namespace adakv::runtime

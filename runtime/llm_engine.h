@@ -1,0 +1,85 @@
+// The serving loop on rank 0: requests in, tokens out, one step at a time over the engine's
+// block pool (the CLI's generate and batch, and the HTTP server, all run through it).
+//
+// Each step(): the Scheduler plans, the Engine executes the plan on every rank (one ragged
+// forward), then this class samples each sequence's next token with its own sampler, streams
+// its text, applies its stop conditions and ends it (stop, length or abort). A finished
+// sequence's KV report (budgets, bytes, every rank's) arrives one step later, with its result.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/scheduler.h"
+
+namespace adakv::runtime {
+
+struct Request {
+  GenerateRequest generate;        // prompt, max_tokens, sampling, stop_at_eos, compression
+  std::vector<std::string> stop;   // stop strings: generation ends before them (not in text)
+  std::function<void(std::string_view)> on_text;  // text as it is decided
+  LogitsObserver on_logits;                       // each sampled row's logits
+  std::function<void(GenerateResult&&)> on_done;  // the whole result, once
+};
+
+struct LoopStats {
+  size_t steps = 0, preemptions = 0;
+  size_t peak_running = 0;
+  double running_sum = 0;  // sum over steps of resident sequences (mean = sum / steps)
+  size_t generated_tokens = 0, prompt_tokens = 0;
+};
+
+class LlmEngine {
+ public:
+  // Root only: (re)configures the engine's serving loop (every rank's pool) with `config`.
+  LlmEngine(Engine& engine, const ServingConfig& config);
+
+  // Queues a request; returns its id. Throws std::invalid_argument naming what is wrong (empty
+  // prompt, one the context or the pool can never hold, bad sampling or compression values).
+  uint64_t add(Request request);
+  // Ends a request (finish_reason "abort"); its blocks go back at the next step.
+  void abort(uint64_t id);
+  bool has_work() const { return scheduler_.has_work(); }
+  // One step of the loop (no-op without work).
+  void step();
+  // Steps until every request has ended.
+  void run_until_done();
+
+  const Scheduler& scheduler() const { return scheduler_; }
+  const LoopStats& stats() const { return stats_; }
+  // Blocks free in the pool of rank 0 (every rank's pool is accounted by the scheduler).
+  size_t free_blocks() const;
+
+ private:
+  struct Active {
+    std::shared_ptr<ScheduledSeq> seq;
+    Request request;
+    Sampler sampler;
+    tokenizer::StreamDecoder stream;
+    std::string text;      // decided text (stop strings cut)
+    size_t emitted = 0;    // bytes of text handed to on_text
+    size_t held_back = 0;  // longest stop string - 1: bytes kept until decided
+    GenerateResult result;
+    double added_at = 0, first_token_at = 0, compressed_at = 0;
+    bool done = false;
+  };
+
+  // A token sampled for `a`: appended, streamed, checked against its stop conditions.
+  void on_token(Active& a, int32_t token);
+  void end(Active& a, const std::string& reason);
+  void emit(Active& a, bool final);
+
+  Engine& engine_;
+  Scheduler scheduler_;
+  std::map<uint64_t, Active> active_;
+  uint64_t next_id_ = 1;
+  LoopStats stats_;
+};
+
+}  // namespace adakv::runtime

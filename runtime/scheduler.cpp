@@ -1,0 +1,233 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace adakv::runtime {
+namespace {
+
+size_t ceil_div(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const ServingConfig& config, const model::ModelConfig& model, size_t tp_size,
+                     model::LmHeadMode lm_head)
+    : config_(config), n_layers_(model.n_layers), n_kv_heads_(model.n_kv_heads) {
+  config_.validate();
+  for (size_t r = 0; r < tp_size; ++r) {
+    const auto shard = model::ShardLayout::make(model, r, tp_size, lm_head);
+    std::vector<size_t> heads;
+    for (size_t h = 0; h < shard.n_kv_heads; ++h) heads.push_back(shard.kv_head_begin + h);
+    rank_heads_.push_back(std::move(heads));
+  }
+}
+
+void Scheduler::add(std::shared_ptr<ScheduledSeq> seq) {
+  // Alone in the pool, uncompressed, to its last token: then the oldest sequence can always
+  // go on, and preemption never cycles.
+  const size_t tokens = seq->prompt.size() + std::max(seq->max_new, seq->lookahead);
+  size_t worst = 0;
+  for (const auto& heads : rank_heads_) {
+    worst = std::max(worst, n_layers_ * heads.size() * ceil_div(tokens, config_.block_tokens));
+  }
+  if (worst > config_.kv_pool_blocks) {
+    throw std::invalid_argument(
+        "the request needs up to " + std::to_string(worst) + " KV blocks (" +
+        std::to_string(seq->prompt.size()) + " prompt tokens plus " +
+        std::to_string(seq->max_new) + " to generate, uncompressed); the KV pool holds " +
+        std::to_string(config_.kv_pool_blocks) + ": raise --kv-pool-mb or lower max_tokens");
+  }
+  seq->phase = SeqPhase::kWaiting;
+  waiting_.push_back(std::move(seq));
+}
+
+bool Scheduler::has_work() const {
+  return !waiting_.empty() || !resident_.empty() || !to_report_.empty() || !to_release_.empty();
+}
+
+size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
+  const auto& heads = rank_heads_[rank];
+  const size_t bt = config_.block_tokens;
+  if (s.kept.empty()) {
+    // Until compressed: the whole prompt and look-ahead, reserved at admission.
+    return n_layers_ * heads.size() * ceil_div(s.prompt.size() + s.lookahead, bt);
+  }
+  size_t n = 0;
+  for (size_t l = 0; l < n_layers_; ++l) {
+    for (size_t h : heads) n += ceil_div(s.kept[l * n_kv_heads_ + h] + s.appended, bt);
+  }
+  return n;
+}
+
+size_t Scheduler::growth(size_t rank, const ScheduledSeq& s) const {
+  if (s.kept.empty()) return 0;  // within its reservation
+  size_t n = 0;
+  for (size_t l = 0; l < n_layers_; ++l) {
+    for (size_t h : rank_heads_[rank]) {
+      n += (s.kept[l * n_kv_heads_ + h] + s.appended) % config_.block_tokens == 0;
+    }
+  }
+  return n;
+}
+
+size_t Scheduler::used_blocks(size_t rank) const {
+  size_t n = 0;
+  for (const auto& s : resident_) n += blocks(rank, *s);
+  return n;
+}
+
+bool Scheduler::fits(const std::vector<size_t>& extra) const {
+  for (size_t r = 0; r < rank_heads_.size(); ++r) {
+    if (used_blocks(r) + extra[r] > config_.kv_pool_blocks) return false;
+  }
+  return true;
+}
+
+size_t Scheduler::chunk_end(const ScheduledSeq& s, size_t start) const {
+  const size_t n = s.prompt.size(), C = config_.prefill_chunk, W = s.compression.window;
+  if (n <= C) return n;
+  size_t end = std::min(start + C, n);
+  // The last chunk holds the whole observation window: its queries score the prompt.
+  if (end < n && n - end < W) end = n - W > start ? n - W : n;
+  return end;
+}
+
+void Scheduler::preempt(ScheduledSeq& s, StepPlan& plan) {
+  const auto it = std::find_if(resident_.begin(), resident_.end(),
+                               [&](const auto& p) { return p.get() == &s; });
+  auto keep = *it;
+  resident_.erase(it);
+  s.phase = SeqPhase::kWaiting;
+  s.prefilled = s.lookahead_done = s.appended = 0;
+  s.lookahead_next = -1;
+  s.kept.clear();
+  ++s.preemptions;
+  ++stats_.preemptions;
+  plan.release.push_back(s.id);
+  waiting_.push_front(std::move(keep));
+}
+
+void Scheduler::set_kept(ScheduledSeq& s, const std::vector<std::vector<size_t>>& kept) {
+  s.kept.assign(n_layers_ * n_kv_heads_, 0);
+  for (size_t l = 0; l < n_layers_; ++l) {
+    for (size_t h = 0; h < n_kv_heads_; ++h) {
+      s.kept[l * n_kv_heads_ + h] = static_cast<uint32_t>(kept.at(l).at(h));
+    }
+  }
+}
+
+bool Scheduler::finish(uint64_t id, bool report) {
+  auto is = [id](const auto& p) { return p->id == id; };
+  const auto w = std::find_if(waiting_.begin(), waiting_.end(), is);
+  if (w != waiting_.end()) {
+    (*w)->phase = SeqPhase::kFinished;
+    waiting_.erase(w);
+    return false;
+  }
+  const auto r = std::find_if(resident_.begin(), resident_.end(), is);
+  if (r == resident_.end()) return false;
+  (*r)->phase = SeqPhase::kFinished;
+  resident_.erase(r);
+  if (report) to_report_.push_back(id);
+  to_release_.push_back(id);
+  return report;
+}
+
+StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
+  StepPlan plan;
+  kinds.clear();
+  ++stats_.steps;
+  plan.report = std::move(to_report_);
+  plan.release = std::move(to_release_);
+  to_report_.clear();
+  to_release_.clear();
+  const size_t P = rank_heads_.size();
+
+  // Look-ahead over: compress before this step's forward (decodes resume next step, once the
+  // kept counts are known).
+  for (const auto& s : resident_) {
+    if (s->phase == SeqPhase::kLookahead &&
+        (s->lookahead_done == s->lookahead || s->lookahead_next == s->eos)) {
+      plan.end_lookahead.push_back(s->id);
+      s->phase = SeqPhase::kRunning;
+    }
+  }
+
+  // 1. One token for every sequence that decodes, oldest first; preempt the newest on shortage.
+  std::vector<size_t> extra(P, 0), g(P);
+  bool preempted = false;
+  for (size_t i = 0; i < resident_.size(); ++i) {
+    ScheduledSeq& s = *resident_[i];
+    const bool lookahead = s.phase == SeqPhase::kLookahead;
+    const bool decodes =
+        s.phase == SeqPhase::kRunning && !s.kept.empty() && s.appended < s.output.size();
+    if (!lookahead && !decodes) continue;
+    for (size_t r = 0; r < P; ++r) g[r] = extra[r] + growth(r, s);
+    bool gone = false;
+    while (!fits(g)) {
+      ScheduledSeq& victim = *resident_.back();
+      gone = &victim == &s;
+      preempt(victim, plan);
+      preempted = true;
+      if (gone) break;
+    }
+    if (gone) break;
+    extra = g;
+    StepEntry e{s.id, {}, true};
+    if (lookahead) {
+      e.tokens = {s.lookahead_next};
+      ++s.lookahead_done;
+      kinds.push_back(EntryKind::kLookahead);
+    } else {
+      e.tokens = {s.output[s.appended]};
+      e.logits = s.appended + 1 == s.output.size();
+      ++s.appended;
+      kinds.push_back(EntryKind::kDecode);
+    }
+    plan.entries.push_back(std::move(e));
+  }
+
+  // 2. Prompt chunks within the token budget (at least one chunk per step, so prompts always
+  // progress), continuing admitted prompts first, then admitting waiting ones FCFS.
+  const size_t budget = config_.max_num_batched_tokens > plan.entries.size()
+                            ? config_.max_num_batched_tokens - plan.entries.size()
+                            : 0;
+  size_t prefill_tokens = 0;
+  auto schedule_chunk = [&](ScheduledSeq& s) {
+    const size_t end = chunk_end(s, s.prefilled), n = end - s.prefilled;
+    if (prefill_tokens > 0 && prefill_tokens + n > budget) return false;
+    const bool last = end == s.prompt.size();
+    StepEntry e{s.id, {s.prompt.begin() + s.prefilled, s.prompt.begin() + end}, false};
+    e.logits = last && (s.output.empty() || s.lookahead > 0);
+    plan.entries.push_back(std::move(e));
+    kinds.push_back(last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk);
+    s.prefilled = end;
+    prefill_tokens += n;
+    if (last) s.phase = s.lookahead > 0 ? SeqPhase::kLookahead : SeqPhase::kRunning;
+    return true;
+  };
+  for (const auto& s : resident_) {
+    if (s->phase == SeqPhase::kPrefilling && !schedule_chunk(*s)) break;
+  }
+  while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
+    ScheduledSeq& s = *waiting_.front();
+    const size_t first = chunk_end(s, 0);
+    if (prefill_tokens > 0 && prefill_tokens + first > budget) break;
+    std::vector<size_t> need = extra;
+    for (size_t r = 0; r < P; ++r) need[r] += blocks(r, s);  // kept is empty: the reservation
+    if (!fits(need)) break;
+    resident_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    s.phase = SeqPhase::kPrefilling;
+    s.admitted_at = ++admissions_;
+    plan.start.push_back({s.id, static_cast<uint32_t>(s.prompt.size()),
+                          static_cast<uint32_t>(s.lookahead), s.compression});
+    schedule_chunk(s);
+  }
+  return plan;
+}
+
+}  // namespace adakv::runtime

@@ -1,0 +1,117 @@
+// Rank 0's scheduler of the serving loop: which sequences run in the next step, within one
+// block pool shared by all of them (vLLM's design, with Ada-KV's compressed sequences).
+//
+// Each step it writes a StepPlan: first one token for every running sequence (decodes, the
+// look-ahead of a sequence about to be compressed, the replay of a recomputed one), then
+// prompt chunks within max_num_batched_tokens, admitting waiting sequences FCFS while the pool
+// can hold their whole uncompressed prompt. When the next decode tokens do not fit, the most
+// recently admitted sequence is preempted: its blocks are freed and it waits again at the
+// front of the queue; readmitted, it prefills its prompt again (the same chunks, so the same
+// scores and budgets), compresses it, and replays the tokens it had generated one step each,
+// so its output continues as if nothing happened.
+//
+// The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
+// (the whole prompt until it is compressed, then its kept tokens plus the generated ones),
+// summed into blocks over the heads each rank holds. That is exactly what each rank's pool
+// holds after the step, so a shortage is found before it happens, never by a failed append.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/shard.h"
+#include "runtime/step_plan.h"
+
+namespace adakv::runtime {
+
+enum class SeqPhase {
+  kWaiting,     // queued (new or preempted)
+  kPrefilling,  // admitted; prompt chunks to go
+  kLookahead,   // prompt done; greedy look-ahead steps before compression
+  kRunning,     // compressed; decoding (or replaying its earlier tokens after a recompute)
+  kFinished,
+};
+
+// The scheduling state of one sequence (rank 0). The engine fills `output` as it samples.
+struct ScheduledSeq {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  compression::CompressionConfig compression;
+  size_t max_new = 0;    // tokens it may generate
+  size_t lookahead = 0;  // look-ahead steps planned
+  int32_t eos = -1;      // look-ahead stops at it
+
+  SeqPhase phase = SeqPhase::kWaiting;
+  std::vector<int32_t> output;  // generated tokens, kept across preemption
+  bool finished = false;        // set by the engine: no more decodes
+  // Progress of the current admission:
+  size_t prefilled = 0;          // prompt tokens in the cache
+  size_t lookahead_done = 0;     // look-ahead tokens in the cache
+  int32_t lookahead_next = -1;   // greedy token the next look-ahead step feeds
+  size_t appended = 0;           // generated tokens in the cache (after compression)
+  std::vector<uint32_t> kept;    // [layer * model kv heads]: tokens kept by compression
+  size_t admitted_at = 0;        // admission order (preemption picks the latest)
+  size_t preemptions = 0;
+};
+
+// What one planned entry does for its sequence (the engine processes the logits by it).
+enum class EntryKind { kPrefillChunk, kLastPrefillChunk, kLookahead, kDecode };
+
+struct SchedulerStats {
+  size_t preemptions = 0;
+  size_t steps = 0;
+};
+
+class Scheduler {
+ public:
+  // `model`: the whole model; `tp_size` ranks with the shard layout of each (their KV heads).
+  Scheduler(const ServingConfig& config, const model::ModelConfig& model, size_t tp_size,
+            model::LmHeadMode lm_head);
+
+  // Queues a sequence (phase waiting). Throws std::invalid_argument when its prompt could never
+  // fit the pool, even alone.
+  void add(std::shared_ptr<ScheduledSeq> seq);
+  // The next step's plan; kinds[i] says what plan.entries[i] is. Sequences marked finished or
+  // aborted since the last call are released (and reported first when report_finished).
+  StepPlan schedule(std::vector<EntryKind>& kinds);
+  // After the step ran: a sequence compressed in it takes its kept token counts (rank 0's
+  // cache: model_kept_tokens()).
+  void set_kept(ScheduledSeq& seq, const std::vector<std::vector<size_t>>& kept);
+  // Removes a sequence (finished or aborted): its cache is released next step, and reported
+  // first when `report`. Returns false when it had no cache (it was waiting): no report comes.
+  bool finish(uint64_t id, bool report);
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return resident_.size(); }
+  bool has_work() const;
+  const SchedulerStats& stats() const { return stats_; }
+  // Blocks the resident sequences hold on `rank` (what its pool holds after the last step).
+  size_t used_blocks(size_t rank) const;
+  size_t capacity_blocks() const { return config_.kv_pool_blocks; }
+  const ServingConfig& config() const { return config_; }
+
+ private:
+  size_t blocks(size_t rank, const ScheduledSeq& s) const;
+  // Blocks on `rank` that one more token of s opens (heads whose last block is full).
+  size_t growth(size_t rank, const ScheduledSeq& s) const;
+  // End of the prompt chunk that starts at `start`.
+  size_t chunk_end(const ScheduledSeq& s, size_t start) const;
+  // True when every rank can hold used + extra[r].
+  bool fits(const std::vector<size_t>& extra) const;
+  void preempt(ScheduledSeq& s, StepPlan& plan);
+
+  ServingConfig config_;
+  size_t n_layers_, n_kv_heads_;
+  std::vector<std::vector<size_t>> rank_heads_;  // [rank] -> model KV heads it holds
+  std::deque<std::shared_ptr<ScheduledSeq>> waiting_;
+  std::vector<std::shared_ptr<ScheduledSeq>> resident_;  // admission order
+  std::vector<uint64_t> to_report_, to_release_;
+  size_t admissions_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace adakv::runtime

@@ -1,0 +1,61 @@
+#include "runtime/step_plan.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "runtime/wire.h"
+
+namespace adakv::runtime {
+
+void ServingConfig::validate() const {
+  auto positive = [](size_t v, const char* name) {
+    if (v == 0) throw std::invalid_argument(std::string(name) + " must be >= 1");
+  };
+  positive(kv_pool_blocks, "the KV pool (blocks)");
+  positive(block_tokens, "block_tokens");
+  positive(max_num_seqs, "max_num_seqs");
+  positive(max_num_batched_tokens, "max_num_batched_tokens");
+  positive(prefill_chunk, "prefill_chunk");
+}
+
+size_t StepPlan::tokens() const {
+  size_t n = 0;
+  for (const auto& e : entries) n += e.tokens.size();
+  return n;
+}
+
+std::string encode_plan(const StepPlan& p) {
+  wire::Writer w;
+  w.put_vector(p.report);
+  w.put_vector(p.release);
+  w.put_vector(p.start);
+  w.put_vector(p.end_lookahead);
+  w.put<uint64_t>(p.entries.size());
+  for (const auto& e : p.entries) {
+    w.put(e.id);
+    w.put_vector(e.tokens);
+    w.put(e.logits);
+  }
+  return w.take();
+}
+
+StepPlan decode_plan(const std::string& bytes) {
+  wire::Reader in(bytes, "step plan");
+  StepPlan p;
+  p.report = in.get_vector<uint64_t>();
+  p.release = in.get_vector<uint64_t>();
+  p.start = in.get_vector<SequenceStart>();
+  p.end_lookahead = in.get_vector<uint64_t>();
+  const auto n = in.get<uint64_t>();
+  if (n > bytes.size()) in.fail("truncated");
+  p.entries.resize(n);
+  for (auto& e : p.entries) {
+    e.id = in.get<uint64_t>();
+    e.tokens = in.get_vector<int32_t>();
+    e.logits = in.get<bool>();
+  }
+  if (!in.done()) in.fail("trailing bytes");
+  return p;
+}
+
+}  // namespace adakv::runtime

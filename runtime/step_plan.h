@@ -1,0 +1,62 @@
+// What every rank executes in one step of the serving loop. Rank 0's scheduler writes it and
+// broadcasts it; each rank then frees, creates and compresses its own caches of the named
+// sequences and runs ONE ragged forward over the entries, so all ranks stay in lock step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "runtime/compression/config.h"
+
+namespace adakv::runtime {
+
+// Engine-lifetime settings of the serving loop (the same on every rank).
+struct ServingConfig {
+  size_t kv_pool_blocks = 0;  // blocks of the pool (each rank's; for its own KV heads)
+  size_t block_tokens = 16;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
+  size_t max_num_seqs = 64;              // sequences resident in the pool at once
+  size_t max_num_batched_tokens = 2048;  // rows of one step's forward (a chunk may exceed it)
+  // Prompts longer than this are prefilled in chunks of it (the last chunk holds the window);
+  // the boundaries depend only on the prompt, so a recomputed prompt meets the same ones.
+  size_t prefill_chunk = 512;
+  // Throws std::invalid_argument naming the bad field.
+  void validate() const;
+};
+
+// A sequence the ranks start caching.
+struct SequenceStart {
+  uint64_t id = 0;
+  uint32_t prompt_tokens = 0;
+  uint32_t lookahead = 0;  // look-ahead steps planned (0: compressed at the last prompt chunk)
+  compression::CompressionConfig compression;
+};
+
+// One sequence's rows of the step's forward.
+struct StepEntry {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // inputs, at the cache's next positions
+  bool logits = false;          // rank 0 reads the logits of the last row
+};
+
+struct StepPlan {
+  std::vector<uint64_t> report;         // collective KV reports of these, first
+  std::vector<uint64_t> release;        // caches freed (finished, aborted or preempted)
+  std::vector<SequenceStart> start;     // caches created
+  std::vector<uint64_t> end_lookahead;  // compress_after_lookahead() before the forward
+  std::vector<StepEntry> entries;       // one ragged forward (none: no forward)
+
+  bool empty() const {
+    return report.empty() && release.empty() && start.empty() && end_lookahead.empty() &&
+           entries.empty();
+  }
+  size_t tokens() const;
+};
+
+std::string encode_plan(const StepPlan& plan);
+// Throws std::runtime_error on bytes that are not an encoded plan.
+StepPlan decode_plan(const std::string& bytes);
+
+}  // namespace adakv::runtime

@@ -1,0 +1,234 @@
+// The serving loop's scheduler, driven without a model: the test plays the engine's part
+// (samples a token where the plan asks for logits, reports kept counts after compression) and
+// checks chunking, admission, FCFS order, preemption and the per-rank block accounting.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "runtime/scheduler.h"
+
+namespace adakv::runtime {
+namespace {
+
+model::ModelConfig tiny_model() {
+  model::ModelConfig c;
+  c.n_layers = 2;
+  c.d_model = 32;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  c.rope_dim = 8;
+  c.ffn_dim = 16;
+  c.vocab_size = 64;
+  c.context_length = 4096;
+  return c;
+}
+
+ServingConfig config(size_t blocks, size_t chunk = 100, size_t batched = 1000) {
+  ServingConfig c;
+  c.kv_pool_blocks = blocks;
+  c.block_tokens = 16;
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = batched;
+  c.prefill_chunk = chunk;
+  return c;
+}
+
+std::shared_ptr<ScheduledSeq> sequence(uint64_t id, size_t prompt, size_t max_new,
+                                       compression::Policy policy = compression::Policy::kFull) {
+  auto s = std::make_shared<ScheduledSeq>();
+  s->id = id;
+  s->prompt.assign(prompt, 7);
+  s->max_new = max_new;
+  s->compression.policy = policy;
+  s->eos = 63;
+  return s;
+}
+
+// Plays the engine: every step's logits become a token (id = step count), a finished sequence
+// ends, a compressed one reports `kept` tokens per head (the prompt for the full policy).
+struct Driver {
+  Scheduler& sched;
+  std::map<uint64_t, std::shared_ptr<ScheduledSeq>> seqs;
+  std::map<uint64_t, size_t> kept;  // tokens per head after compression; absent: the prompt
+  std::vector<StepPlan> plans;
+  std::vector<std::vector<EntryKind>> kinds;
+
+  void add(std::shared_ptr<ScheduledSeq> s) {
+    seqs[s->id] = s;
+    sched.add(s);
+  }
+  void step() {
+    std::vector<EntryKind> k;
+    StepPlan plan = sched.schedule(k);
+    for (size_t i = 0; i < plan.entries.size(); ++i) {
+      ScheduledSeq& s = *seqs.at(plan.entries[i].id);
+      if (k[i] == EntryKind::kLastPrefillChunk) {
+        const size_t n = kept.count(s.id) ? kept.at(s.id) : s.prompt.size();
+        sched.set_kept(s, std::vector<std::vector<size_t>>(2, std::vector<size_t>(2, n)));
+      }
+      if (!plan.entries[i].logits) continue;
+      if (k[i] == EntryKind::kLastPrefillChunk && !s.output.empty()) continue;
+      s.output.push_back(int32_t(s.output.size()));
+      if (s.output.size() >= s.max_new) sched.finish(s.id, true);
+    }
+    plans.push_back(std::move(plan));
+    kinds.push_back(std::move(k));
+  }
+  void run(size_t max_steps = 10000) {
+    for (size_t i = 0; i < max_steps && sched.has_work(); ++i) step();
+    ASSERT_FALSE(sched.has_work()) << "the scheduler never finished";
+  }
+};
+
+TEST(Scheduler, ChunksLongPromptsSoTheLastChunkHoldsTheWindow) {
+  Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  auto s = sequence(1, 220, 1, compression::Policy::kAdaKV);  // window 32
+  d.add(s);
+  d.run();
+  std::vector<size_t> chunks;
+  for (const auto& p : d.plans) {
+    for (const auto& e : p.entries) chunks.push_back(e.tokens.size());
+  }
+  // 100, then 88 (not 100: the remaining 20 would not hold the window), then the last 32.
+  EXPECT_EQ(chunks, (std::vector<size_t>{100, 88, 32}));
+  EXPECT_EQ(d.kinds[2][0], EntryKind::kLastPrefillChunk);
+  EXPECT_TRUE(d.plans[2].entries[0].logits);
+  EXPECT_FALSE(d.plans[0].entries[0].logits);
+}
+
+TEST(Scheduler, AShortPromptIsOneChunk) {
+  Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  d.add(sequence(1, 90, 3));
+  d.step();
+  ASSERT_EQ(d.plans[0].start.size(), 1u);
+  EXPECT_EQ(d.plans[0].start[0].prompt_tokens, 90u);
+  ASSERT_EQ(d.plans[0].entries.size(), 1u);
+  EXPECT_EQ(d.plans[0].entries[0].tokens.size(), 90u);
+  d.run();
+  // Two decodes after the prefill's token, then the report and release of the finished one.
+  EXPECT_EQ(d.plans.size(), 4u);
+  EXPECT_EQ(d.plans.back().report, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(d.plans.back().release, (std::vector<uint64_t>{1}));
+}
+
+TEST(Scheduler, AdmitsWhatThePoolHoldsFirstComeFirstServed) {
+  // 2 layers x 2 KV heads; a 64-token prompt takes 4 blocks per head: 16 blocks.
+  Scheduler sched(config(45, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  for (uint64_t id = 1; id <= 3; ++id) d.add(sequence(id, 64, 2));
+  d.step();
+  ASSERT_EQ(d.plans[0].start.size(), 2u);
+  EXPECT_EQ(d.plans[0].start[0].id, 1u);
+  EXPECT_EQ(d.plans[0].start[1].id, 2u);
+  EXPECT_EQ(sched.num_waiting(), 1u);
+  EXPECT_EQ(sched.used_blocks(0), 32u);
+  d.run();
+  EXPECT_EQ(sched.used_blocks(0), 0u);
+  EXPECT_EQ(sched.stats().preemptions, 0u);
+}
+
+TEST(Scheduler, CompressedSequencesFreeRoomForMore) {
+  // Ada-KV keeps 16 of 64 prompt tokens per head: 1 block per head instead of 4.
+  Scheduler sched(config(45, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  for (uint64_t id = 1; id <= 4; ++id) {
+    d.kept[id] = 16;
+    d.add(sequence(id, 64, 40, compression::Policy::kAdaKV));
+  }
+  size_t peak = 0;
+  for (int i = 0; i < 6; ++i) {
+    d.step();
+    peak = std::max(peak, sched.num_running());
+  }
+  EXPECT_EQ(peak, 4u);  // the full cache would hold 2
+  d.run();
+}
+
+TEST(Scheduler, PreemptsTheNewestAndReplaysItsTokens) {
+  // Two sequences of 24 prompt tokens take 2 blocks per head each (16 of 20); the 33rd token
+  // needs a third block per head, which the pool cannot give both: the newest is preempted
+  // after it generated 9 tokens.
+  Scheduler sched(config(20, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  d.add(sequence(1, 24, 30));
+  d.add(sequence(2, 24, 30));
+  d.run();
+  EXPECT_GE(sched.stats().preemptions, 1u);
+  EXPECT_GE(d.seqs[2]->preemptions, 1u);
+  EXPECT_EQ(d.seqs[1]->preemptions, 0u);  // the oldest always goes on
+  for (const auto& [id, s] : d.seqs) {
+    ASSERT_EQ(s->output.size(), 30u) << "sequence " << id;
+    for (size_t i = 0; i < 30; ++i) EXPECT_EQ(s->output[i], int32_t(i));
+  }
+  // The preempted sequence was released, readmitted with its whole prompt, then fed its
+  // earlier tokens again one per step (no logits wanted until the last of them).
+  bool released = false, replayed = false;
+  for (size_t p = 0; p < d.plans.size(); ++p) {
+    for (uint64_t id : d.plans[p].release) released |= id == 2;
+    for (size_t i = 0; released && i < d.plans[p].entries.size(); ++i) {
+      const auto& e = d.plans[p].entries[i];
+      if (e.id == 2 && d.kinds[p][i] == EntryKind::kDecode && !e.logits) replayed = true;
+    }
+  }
+  EXPECT_TRUE(released);
+  EXPECT_TRUE(replayed);
+  EXPECT_EQ(sched.used_blocks(0), 0u);
+}
+
+TEST(Scheduler, AccountsEachRanksOwnHeads) {
+  Scheduler sched(config(100, 512), tiny_model(), 2, model::LmHeadMode::kReplicated);
+  auto s = sequence(1, 64, 5, compression::Policy::kAdaKV);
+  sched.add(s);
+  std::vector<EntryKind> kinds;
+  sched.schedule(kinds);
+  // Uncompressed: 2 layers x 1 head x 4 blocks on each rank.
+  EXPECT_EQ(sched.used_blocks(0), 8u);
+  EXPECT_EQ(sched.used_blocks(1), 8u);
+  // Head 0 keeps 50 tokens, head 1 keeps 14: 4 blocks vs 1 per layer.
+  sched.set_kept(*s, {{50, 14}, {50, 14}});
+  EXPECT_EQ(sched.used_blocks(0), 8u);
+  EXPECT_EQ(sched.used_blocks(1), 2u);
+}
+
+TEST(Scheduler, RefusesARequestThePoolCanNeverHold) {
+  Scheduler sched(config(10, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  try {
+    sched.add(sequence(1, 64, 16));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("KV pool"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(sched.has_work());
+}
+
+TEST(Scheduler, KeepsPrefillWithinTheTokenBudget) {
+  Scheduler sched(config(1000, 64, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  for (uint64_t id = 1; id <= 3; ++id) d.add(sequence(id, 60, 2));
+  d.step();
+  // 60 + 60 > 100: one prompt per step.
+  EXPECT_EQ(d.plans[0].entries.size(), 1u);
+  d.step();
+  EXPECT_EQ(d.plans[1].tokens(), 61u);  // a decode and the next prompt
+  d.run();
+}
+
+TEST(Scheduler, AbortOfAWaitingSequenceNeedsNoRelease) {
+  Scheduler sched(config(25, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d{sched};
+  d.add(sequence(1, 64, 2));
+  d.add(sequence(2, 64, 2));
+  d.step();
+  EXPECT_EQ(sched.num_waiting(), 1u);
+  EXPECT_FALSE(sched.finish(2, true));
+  EXPECT_EQ(sched.num_waiting(), 0u);
+  d.run();
+}
+
+}  // namespace
+}  // namespace adakv::runtime

@@ -1,0 +1,86 @@
+// Step plans survive the control plane's encoding; damaged messages are refused.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "runtime/engine_command.h"
+#include "runtime/step_plan.h"
+
+namespace adakv::runtime {
+namespace {
+
+StepPlan sample() {
+  StepPlan p;
+  p.report = {3};
+  p.release = {3, 9};
+  SequenceStart s;
+  s.id = 11;
+  s.prompt_tokens = 4000;
+  s.lookahead = 16;
+  s.compression.policy = compression::Policy::kSnapKV;
+  s.compression.budget_tokens = 128;
+  p.start = {s};
+  p.end_lookahead = {5};
+  p.entries = {{11, {1, 2, 3}, false}, {5, {49151}, true}};
+  return p;
+}
+
+TEST(StepPlan, RoundTripsThroughTheEngineCommand) {
+  EngineCommand c;
+  c.op = EngineOp::kStep;
+  c.plan = sample();
+  const auto d = decode_command(encode_command(c));
+  ASSERT_EQ(d.op, EngineOp::kStep);
+  const StepPlan& p = d.plan;
+  EXPECT_EQ(p.report, c.plan.report);
+  EXPECT_EQ(p.release, c.plan.release);
+  ASSERT_EQ(p.start.size(), 1u);
+  EXPECT_EQ(p.start[0].id, 11u);
+  EXPECT_EQ(p.start[0].prompt_tokens, 4000u);
+  EXPECT_EQ(p.start[0].lookahead, 16u);
+  EXPECT_EQ(p.start[0].compression.policy, compression::Policy::kSnapKV);
+  EXPECT_EQ(p.start[0].compression.budget_tokens, 128u);
+  EXPECT_EQ(p.end_lookahead, c.plan.end_lookahead);
+  ASSERT_EQ(p.entries.size(), 2u);
+  EXPECT_EQ(p.entries[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(p.entries[0].logits);
+  EXPECT_EQ(p.entries[1].id, 5u);
+  EXPECT_TRUE(p.entries[1].logits);
+  EXPECT_EQ(c.plan.tokens(), 4u);
+}
+
+TEST(StepPlan, ConfigureRoundTrips) {
+  EngineCommand c;
+  c.op = EngineOp::kConfigureSteps;
+  c.serving.kv_pool_blocks = 12345;
+  c.serving.kv_dtype = kernels::KvDtype::kBF16;
+  c.serving.prefill_chunk = 256;
+  const auto d = decode_command(encode_command(c));
+  EXPECT_EQ(d.serving.kv_pool_blocks, 12345u);
+  EXPECT_EQ(d.serving.kv_dtype, kernels::KvDtype::kBF16);
+  EXPECT_EQ(d.serving.prefill_chunk, 256u);
+}
+
+TEST(StepPlan, RefusesDamagedMessages) {
+  const std::string bytes = encode_plan(sample());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(decode_plan(bytes.substr(0, n)), std::runtime_error) << "prefix " << n;
+  }
+  EXPECT_THROW(decode_plan(bytes + "x"), std::runtime_error);
+}
+
+TEST(ServingConfig, NamesTheBadField) {
+  ServingConfig c;
+  c.kv_pool_blocks = 10;
+  EXPECT_NO_THROW(c.validate());
+  c.max_num_seqs = 0;
+  try {
+    c.validate();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_num_seqs"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace adakv::runtime
