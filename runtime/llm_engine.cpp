@@ -124,7 +124,13 @@ void LlmEngine::step() {
   const StepPlan plan = scheduler_.schedule(kinds);
   std::vector<float> logits;
   std::vector<GenerateResult> reports;
+  const double t0 = now_s();
   engine_.execute_step(plan, logits, reports);
+  if (!plan.entries.empty() &&
+      std::all_of(kinds.begin(), kinds.end(), [](EntryKind k) { return k == EntryKind::kDecode; })) {
+    stats_.decode_only_s += now_s() - t0;
+    stats_.decode_only_tokens += plan.entries.size();
+  }
   ++stats_.steps;
   stats_.preemptions = scheduler_.stats().preemptions;
   stats_.peak_running = std::max(stats_.peak_running, scheduler_.num_running());

@@ -33,6 +33,10 @@ struct LoopStats {
   size_t peak_running = 0;
   double running_sum = 0;  // sum over steps of resident sequences (mean = sum / steps)
   size_t generated_tokens = 0, prompt_tokens = 0;
+  // Steps whose forward held only decode tokens: their wall time and tokens (batched decode
+  // speed, free of prefill).
+  double decode_only_s = 0;
+  size_t decode_only_tokens = 0;
 };
 
 class LlmEngine {

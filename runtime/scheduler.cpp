@@ -79,6 +79,13 @@ size_t Scheduler::used_blocks(size_t rank) const {
   return n;
 }
 
+bool Scheduler::accounts_exactly() const {
+  if (!to_release_.empty()) return false;
+  return std::all_of(resident_.begin(), resident_.end(), [](const auto& s) {
+    return !s->kept.empty();
+  });
+}
+
 bool Scheduler::fits(const std::vector<size_t>& extra) const {
   for (size_t r = 0; r < rank_heads_.size(); ++r) {
     if (used_blocks(r) + extra[r] > config_.kv_pool_blocks) return false;

@@ -89,8 +89,14 @@ class Scheduler {
   size_t num_running() const { return resident_.size(); }
   bool has_work() const;
   const SchedulerStats& stats() const { return stats_; }
-  // Blocks the resident sequences hold on `rank` (what its pool holds after the last step).
+  // Blocks the resident sequences hold on `rank`, or reserve there until they are compressed
+  // (prompt and look-ahead, uncompressed). Blocks of sequences that ended are not counted: they
+  // are released first thing next step.
   size_t used_blocks(size_t rank) const;
+  // True when used_blocks() is exactly what every rank's pool holds now: nothing waits for its
+  // release and every resident sequence is compressed.
+  bool accounts_exactly() const;
+  bool releases_pending() const { return !to_release_.empty(); }
   size_t capacity_blocks() const { return config_.kv_pool_blocks; }
   const ServingConfig& config() const { return config_; }
 

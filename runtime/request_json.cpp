@@ -1,0 +1,175 @@
+#include "runtime/request_json.h"
+
+#include <cmath>
+#include <limits>
+
+namespace adakv::runtime {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& why) {
+  throw RequestError("'" + param + "' " + why, param);
+}
+
+double number(const json& v, const std::string& param, double lo, double hi) {
+  if (!v.is_number()) bad(param, "must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    bad(param, "must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " + v.dump());
+  }
+  return x;
+}
+
+long long integer(const json& v, const std::string& param, long long lo, long long hi) {
+  if (!v.is_number_integer()) bad(param, "must be an integer");
+  const long long x = v.is_number_unsigned() && v.get<unsigned long long>() >
+                                                    uint64_t(std::numeric_limits<long long>::max())
+                          ? std::numeric_limits<long long>::max()
+                          : v.get<long long>();
+  if (x < lo || x > hi) {
+    bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                   v.dump());
+  }
+  return x;
+}
+
+std::vector<int32_t> prompt_tokens(const json& body, const Engine& engine) {
+  const bool has_prompt = body.contains("prompt"), has_messages = body.contains("messages");
+  if (has_prompt == has_messages) bad("prompt", "or 'messages' must be given (one of them)");
+  if (has_prompt) {
+    const json& p = body["prompt"];
+    if (p.is_string()) {
+      const auto ids = engine.tokenizer().encode(p.get<std::string>(), /*parse_special=*/false);
+      if (ids.empty()) bad("prompt", "is empty");
+      return ids;
+    }
+    if (p.is_array()) {
+      std::vector<int32_t> ids;
+      const long long vocab = static_cast<long long>(engine.model().config().vocab_size);
+      for (const auto& t : p) ids.push_back(int32_t(integer(t, "prompt", 0, vocab - 1)));
+      if (ids.empty()) bad("prompt", "is empty");
+      return ids;
+    }
+    bad("prompt", "must be a string or an array of token ids");
+  }
+  const json& m = body["messages"];
+  if (!m.is_array() || m.empty()) bad("messages", "must be a non-empty array");
+  std::vector<tokenizer::ChatMessage> turns;
+  for (const auto& turn : m) {
+    if (!turn.is_object()) bad("messages", "must hold objects with 'role' and 'content'");
+    if (!turn.contains("role") || !turn["role"].is_string()) {
+      bad("messages", "need a string 'role' in every message");
+    }
+    const std::string role = turn["role"];
+    if (role != "system" && role != "user" && role != "assistant") {
+      bad("messages", "role must be system, user or assistant, got '" + role + "'");
+    }
+    if (!turn.contains("content") || !turn["content"].is_string()) {
+      bad("messages", "need a string 'content' in every message");
+    }
+    turns.push_back({role, turn["content"].get<std::string>()});
+  }
+  return engine.tokenizer().encode(tokenizer::apply_chat_template(turns), /*parse_special=*/true);
+}
+
+}  // namespace
+
+Request request_from_json(const json& body, const Engine& engine,
+                          const RequestDefaults& defaults) {
+  if (!body.is_object()) throw RequestError("the request must be a JSON object", "");
+  Request r;
+  GenerateRequest& g = r.generate;
+  g.prompt = prompt_tokens(body, engine);
+  g.max_tokens = defaults.max_tokens;
+  g.kv_dtype = defaults.kv_dtype;
+  g.block_tokens = defaults.block_tokens;
+  const long long context = static_cast<long long>(engine.context_length());
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (body.contains(key) && !body[key].is_null()) g.max_tokens = integer(body[key], key, 1, context);
+  }
+  if (body.contains("temperature") && !body["temperature"].is_null()) {
+    g.sampling.temperature = float(number(body["temperature"], "temperature", 0, 100));
+  }
+  if (body.contains("top_p") && !body["top_p"].is_null()) {
+    g.sampling.top_p = float(number(body["top_p"], "top_p", 1e-9, 1));
+  }
+  if (body.contains("top_k") && !body["top_k"].is_null()) {
+    // vLLM's -1 and OpenAI's absent field both mean no limit.
+    const long long k = integer(body["top_k"], "top_k", -1, 1 << 30);
+    g.sampling.top_k = k < 0 ? 0 : int(k);
+  }
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    g.sampling.seed = uint64_t(integer(body["seed"], "seed", std::numeric_limits<long long>::min(),
+                                       std::numeric_limits<long long>::max()));
+  }
+  if (body.contains("n") && !body["n"].is_null() && integer(body["n"], "n", 1, 1) != 1) {
+    bad("n", "must be 1");
+  }
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s);
+    } else if (s.is_array()) {
+      for (const auto& x : s) {
+        if (!x.is_string()) bad("stop", "must be a string or a list of strings");
+        r.stop.push_back(x);
+      }
+    } else {
+      bad("stop", "must be a string or a list of strings");
+    }
+    for (const auto& x : r.stop) {
+      if (x.empty()) bad("stop", "must not hold an empty string");
+    }
+  }
+  if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
+    if (!body["ignore_eos"].is_boolean()) bad("ignore_eos", "must be true or false");
+    g.stop_at_eos = !body["ignore_eos"].get<bool>();
+  }
+
+  g.compression = defaults.compression;
+  try {
+    if (body.contains("kv_policy") && !body["kv_policy"].is_null()) {
+      if (!body["kv_policy"].is_string()) bad("kv_policy", "must be a string");
+      g.compression.policy = compression::parse_policy(body["kv_policy"]);
+    }
+  } catch (const RequestError&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(std::string("'kv_policy': ") + e.what(), "kv_policy");
+  }
+  try {
+    if (body.contains("kv_budget") && !body["kv_budget"].is_null()) {
+      const json& b = body["kv_budget"];
+      if (b.is_string()) {
+        compression::parse_budget(b.get<std::string>(), g.compression);
+      } else if (b.is_number_integer() && b.get<long long>() > 1) {
+        compression::parse_budget(std::to_string(b.get<long long>()), g.compression);
+      } else if (b.is_number()) {
+        compression::parse_budget(json(b.get<double>()).dump(), g.compression);
+      } else {
+        bad("kv_budget", "must be a ratio (0.2), a percentage (\"20%\") or tokens per head (128)");
+      }
+    }
+  } catch (const RequestError&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(std::string("'kv_budget': ") + e.what(), "kv_budget");
+  }
+  if (body.contains("kv_window") && !body["kv_window"].is_null()) {
+    g.compression.window = size_t(integer(body["kv_window"], "kv_window", 1, context));
+  }
+  try {
+    g.compression.validate();
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(std::string("compression settings: ") + e.what(), "kv_budget");
+  }
+  try {
+    g.sampling.validate();
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(e.what(), "temperature");
+  }
+  return r;
+}
+
+}  // namespace adakv::runtime
