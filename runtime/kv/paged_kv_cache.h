@@ -1,4 +1,6 @@
 // One sequence's KV cache in the head-paged block pool, compressed with Ada-KV after prefill.
+// This class stores rows and decides when to compress; which rows each head keeps is the
+// policy's (compression::Compressor, which scores and selects through the HeadGroup).
 //
 // Table: [layer][kv head] -> block ids + length. Keys are stored after RoPE, so a kept token
 // keeps its position; new tokens take position = prompt length + steps (next_position()).
@@ -9,7 +11,8 @@
 //   scope layer:  score -> gain matrix -> (exchange) -> budgets -> write only the kept rows
 //                 (the full-size K/V of a layer never lands in the pool);
 //   scope global: write every row; after the last layer, one allocation across all layers and
-//                 heads, then each head's kept rows move to fresh blocks and the rest go back.
+//                 heads, then each head's kept rows move down in place and the freed blocks
+//                 go back.
 // A recording cache (record_scores) keeps every row and scores each layer for
 // compressed_copy(). With look-ahead it scores later: it keeps the window's queries, then
 // the queries of the tokens decoded after the prompt, and finish_lookahead() scores them all
@@ -20,51 +23,31 @@
 // last keep every row (attention needs them); the last chunk's queries hold the window, so
 // that chunk scores the layer over the keys in the blocks and compacts it in place. With
 // look-ahead, scoring waits for compress_after_lookahead().
+//
+// Shapes (Hq, Hkv, Dh: the heads of the ModelConfig the cache was built with, one rank's share
+// under tensor parallelism): queries [n][Hq][Dh] and keys/values [n][Hkv][Dh], both after RoPE
+// and with the row strides given; outputs [n][Hq][Dh]. Positions are prompt token indices.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <vector>
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "runtime/compression/compressor.h"
 #include "runtime/compression/config.h"
+#include "runtime/compression/head_group.h"
+#include "runtime/compression/report.h"
 #include "runtime/kv/block_pool.h"
 
 namespace adakv::runtime {
 
-// Sums a gain matrix over the ranks that share the allocation (identity on one rank).
-using GainExchange = std::function<void(std::vector<float>& matrix)>;
-// Combines the window scores ([own kv heads][prefix]) of the ranks that hold replicas of the
-// same KV heads, each having scored it with its own share of the GQA group's query heads:
-// afterwards every replica holds the whole group's score (mean or max over its query heads).
-using ReplicaScoreMerge =
-    std::function<void(std::vector<float>& scores, compression::GqaAggregation gqa)>;
-
-// How this cache's KV heads join an allocation over every rank's heads (tensor parallelism).
-// The gain matrix has one row per KV head of the model; this cache writes the rows of its own
-// heads (when it contributes), `exchange` sums the matrices of all ranks, and every rank
-// runs the same allocation on the same matrix, so all get the same budget vector.
-struct HeadGroup {
-  size_t model_kv_heads = 0;         // KV heads of the whole model; 0: this cache's own count
-  size_t first_kv_head = 0;          // model index of this cache's head 0
-  bool contributes = true;           // false on the 2nd, 3rd... replica of a replicated KV head
-  GainExchange exchange;             // null on one rank
-  ReplicaScoreMerge merge_replicas;  // null unless KV heads are replicated
-};
-
-struct CompressionReport {
-  size_t prompt_tokens = 0;
-  // Tokens kept per [layer][kv head] after compaction, window included: this cache's heads.
-  std::vector<std::vector<size_t>> kept;
-  // The budget vector every rank computed: tokens kept per [layer][model kv head], window
-  // included (equals `kept` on one rank). Empty until a compressing prefill.
-  std::vector<std::vector<size_t>> budgets;
-  double score_s = 0, allocate_s = 0, compact_s = 0;
-  size_t lookahead_tokens = 0;    // pseudo-query tokens decoded before scoring
-  double lookahead_s = 0;         // their decode steps (set by the engine)
-  double decode_attention_s = 0;  // time in attention_paged after the prefill
-};
+// The tensor-parallel head group and the report live with the policy (runtime/compression);
+// the names stay here for the engine and the tests.
+using GainExchange = compression::GainExchange;
+using ReplicaScoreMerge = compression::ReplicaScoreMerge;
+using HeadGroup = compression::HeadGroup;
+using CompressionReport = compression::CompressionReport;
 
 class PagedKvCache : public model::KvCache {
  public:
@@ -117,11 +100,11 @@ class PagedKvCache : public model::KvCache {
 
   // Window scores of each layer after a recording prefill (and finish_lookahead(), with
   // look-ahead): [layer] -> [kv head][prefix].
-  const std::vector<std::vector<float>>& scores() const { return scores_; }
+  const std::vector<std::vector<float>>& scores() const { return compressor_.scores(); }
 
   // True for a recording cache with look-ahead between its prefill and finish_lookahead():
   // the tokens decoded meanwhile are pseudo-queries whose queries join the scoring.
-  bool awaiting_lookahead() const { return !observed_q_.empty(); }
+  bool awaiting_lookahead() const { return compressor_.awaiting_lookahead(); }
   // Scores every layer from the window's queries and the look-ahead tokens' (over the prompt
   // and those tokens' keys), then rolls the cache back to the prompt: the look-ahead rows go
   // and their blocks return to the pool. No-op unless awaiting_lookahead().
@@ -140,29 +123,11 @@ class PagedKvCache : public model::KvCache {
     uint32_t length = 0;
   };
 
+  const compression::CompressionConfig& config() const { return compressor_.config(); }
+  // A whole prompt in one forward: causal attention over the raw q/k/v, then only the rows
+  // the policy keeps go to the blocks (scope layer), or every row (the rest).
   void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
                      size_t kv_stride, size_t n, float* out);
-  // Per-head prefix tokens to keep (window excluded) for this cache's rows of `scores`
-  // ([layers][own kv heads][prefix]); the rows span one layer, or every layer for scope
-  // global. Records the whole budget vector in report_.budgets.
-  std::vector<size_t> allocate(const std::vector<float>& scores, size_t layers, size_t prefix,
-                               size_t first_layer);
-  // The look-ahead tokens' queries join the window's (decode of a recording cache).
-  void observe_query(size_t layer, const float* q);
-  // Chronological positions each head of `layer` keeps under this cache's policy, given the
-  // layer's scores ([kv head][n - window]; unused by policies that need none) and the scores
-  // its allocation reads (the same shape; null: `scores`).
-  std::vector<std::vector<uint32_t>> layer_positions(size_t layer, const float* scores, size_t n,
-                                                     const float* budget_scores = nullptr);
-  // Scores a layer (or the window and look-ahead queries) into scores_ and, when the
-  // allocation reads peak scores, budget_scores_; merges replicas of the KV heads.
-  void score_into(size_t layer, const float* q_obs, size_t q_stride, const float* k,
-                  size_t k_stride, size_t n_keys, size_t n_obs);
-  // The scores the allocation of `layer` reads: budget_scores_ if any, else scores_.
-  const std::vector<float>& allocation_scores(size_t layer) const;
-  // Chronological kept positions of one head: top `keep` prefix positions plus the window.
-  std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
-                                       size_t n) const;
   void append_rows(HeadTable& head, const float* k, const float* v, size_t stride, size_t n);
   // The prompt's report and score slots, on its first rows.
   void init_prompt(size_t n);
@@ -174,27 +139,19 @@ class PagedKvCache : public model::KvCache {
   // Keeps only `positions[g]` (ascending) of each head of `layer`, moved down in place; the
   // blocks past the new lengths go back to the pool.
   void compact_layer(size_t layer, const std::vector<std::vector<uint32_t>>& positions);
+  // Scope global, after the last layer: one allocation over every layer, then compaction.
   void compact_global();
   void release(HeadTable& head);
 
   BlockPool& pool_;
   model::ModelConfig model_;
-  compression::CompressionConfig compression_;
-  HeadGroup group_;
+  compression::Compressor compressor_;         // the policy: scores, queries, selection
   std::vector<std::vector<HeadTable>> heads_;  // [layer][kv head]
   size_t position_ = 0;
-  bool record_scores_ = false;
   size_t prompt_n_ = 0;         // begin_prompt's; 0: the first forward is the whole prompt
   bool defer_scoring_ = false;  // scoring waits for look-ahead (compress_after_lookahead)
   std::vector<const int32_t*> view_ids_;  // stage()'s PagedSequence arrays
   std::vector<uint32_t> view_lengths_;
-  // [layer][head][prefix]: recorded scores, or those waiting for a scope-global allocation.
-  std::vector<std::vector<float>> scores_;
-  // Like scores_, with budget_scores = peak: what Ada-KV's allocation reads (else empty).
-  std::vector<std::vector<float>> budget_scores_;
-  // Recording with look-ahead, until finish_lookahead(): [layer] -> [observed][Hq * head_dim],
-  // the window's queries then one row per look-ahead token (empty for prompts <= window).
-  std::vector<std::vector<float>> observed_q_;
   CompressionReport report_;
 };
 

@@ -1,0 +1,102 @@
+#include "runtime/compression/compressor.h"
+
+#include "runtime/compression/scorer.h"
+
+namespace adakv::compression {
+namespace {
+
+// Layer l's scores, or null where it has none (not scored, or no peak).
+const float* scores_or_null(const std::vector<std::vector<float>>& scores, size_t l) {
+  return l < scores.size() && !scores[l].empty() ? scores[l].data() : nullptr;
+}
+
+}  // namespace
+
+Compressor::Compressor(const model::ModelConfig& model, const CompressionConfig& config,
+                       HeadGroup group, bool record)
+    : n_layers_(model.n_layers),
+      q_heads_(model.n_heads),
+      kv_heads_(model.n_kv_heads),
+      head_dim_(model.head_dim),
+      record_(record),
+      selector_(config, model.n_layers, model.n_kv_heads, std::move(group)) {}
+
+bool Compressor::scores_prompt(size_t n) const {
+  return (evicts(n) && config().policy != Policy::kStreaming) || (record_ && n > config().window);
+}
+
+void Compressor::start_prompt(bool defer) {
+  scores_.assign(n_layers_, {});
+  budget_scores_.assign(n_layers_, {});
+  if (record_ ? config().lookahead > 0 : defer) observed_q_.assign(n_layers_, {});
+}
+
+void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const float* k,
+                       size_t k_stride, size_t n_keys, size_t n_obs) {
+  const CompressionConfig& c = config();
+  // A recording serves every policy's copy, so it scores the peak whenever the config asks.
+  const bool peak = c.budget_scores == BudgetScores::kPeak &&
+                    (record_ || c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid);
+  scores_[layer] =
+      score_observations(q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_,
+                         head_dim_, c, peak ? &budget_scores_[layer] : nullptr);
+  if (const auto& merge = group().merge_replicas) {
+    merge(scores_[layer], c.gqa);
+    if (peak) merge(budget_scores_[layer], c.gqa);
+  }
+}
+
+void Compressor::observe(size_t layer, const float* q, size_t q_stride, size_t rows) {
+  auto& observed = observed_q_[layer];
+  for (size_t i = 0; i < rows; ++i) {
+    const float* row = q + i * q_stride;
+    observed.insert(observed.end(), row, row + q_heads_ * head_dim_);
+  }
+}
+
+void Compressor::score_lookahead(size_t n_keys,
+                                 const std::function<std::vector<float>(size_t)>& keys) {
+  const size_t q_width = q_heads_ * head_dim_;
+  for (size_t l = 0; l < observed_q_.size(); ++l) {
+    const auto& observed = observed_q_[l];
+    if (observed.empty()) continue;  // a prompt no longer than the window: nothing to score
+    const auto k = keys(l);
+    score(l, observed.data(), q_width, k.data(), kv_heads_ * head_dim_, n_keys,
+          observed.size() / q_width);
+  }
+  observed_q_.clear();
+}
+
+std::vector<std::vector<uint32_t>> Compressor::take_layer(size_t layer, size_t n,
+                                                          CompressionReport& report) {
+  auto positions = selector_.layer_positions(layer, n, scores_or_null(scores_, layer),
+                                             scores_or_null(budget_scores_, layer), report);
+  scores_[layer].clear();
+  budget_scores_[layer].clear();
+  return positions;
+}
+
+std::vector<std::vector<std::vector<uint32_t>>> Compressor::take_global(size_t n,
+                                                                        CompressionReport& report) {
+  auto positions = selector_.global_positions(n, scores_, budget_scores_, report);
+  for (size_t l = 0; l < n_layers_; ++l) {
+    scores_[l].clear();
+    budget_scores_[l].clear();
+  }
+  return positions;
+}
+
+std::vector<std::vector<std::vector<uint32_t>>> Compressor::select_from(
+    const Compressor& recording, size_t n, CompressionReport& report) const {
+  if (selector_.selects_globally(n)) {
+    return selector_.global_positions(n, recording.scores_, recording.budget_scores_, report);
+  }
+  std::vector<std::vector<std::vector<uint32_t>>> positions(n_layers_);
+  for (size_t l = 0; l < n_layers_; ++l) {
+    positions[l] = selector_.layer_positions(l, n, scores_or_null(recording.scores_, l),
+                                             scores_or_null(recording.budget_scores_, l), report);
+  }
+  return positions;
+}
+
+}  // namespace adakv::compression
