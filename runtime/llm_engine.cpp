@@ -74,6 +74,12 @@ void LlmEngine::emit(Active& a, bool final) {
 }
 
 void LlmEngine::end(Active& a, const std::string& reason) {
+  if (reason != "abort" && a.seq->phase == SeqPhase::kLookahead) {
+    a.ending = reason;
+    a.result.finish_reason = reason;
+    emit(a, true);
+    return;
+  }
   a.done = true;
   a.result.finish_reason = reason;
   a.result.decode_s = now_s() - (a.compressed_at > 0 ? a.compressed_at : a.added_at);
@@ -157,6 +163,9 @@ void LlmEngine::step() {
     r.preemptions = a.seq->preemptions;
     r.ttft_s = a.first_token_at > 0 ? a.first_token_at - a.added_at : 0;
     r.prefill_s = a.compressed_at > 0 ? a.compressed_at - a.added_at : 0;
+    if (r.compression.lookahead_tokens > 0) {
+      r.compression.lookahead_s = a.compressed_at - a.prefilled_at;
+    }
     if (a.request.on_done) a.request.on_done(std::move(r));
     active_.erase(it);
   }
@@ -167,13 +176,20 @@ void LlmEngine::step() {
     scheduler_.set_kept(*a.seq, engine_.step_cache(a.seq->id)->model_kept_tokens(heads));
     a.compressed_at = now_s();
   };
-  for (uint64_t id : plan.end_lookahead) compressed(active_.at(id));
+  for (uint64_t id : plan.end_lookahead) {
+    Active& a = active_.at(id);
+    compressed(a);
+    if (!a.ending.empty()) end(a, a.ending);
+  }
   size_t row = 0;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
     Active& a = active_.at(e.id);
     ScheduledSeq& s = *a.seq;
-    if (kinds[i] == EntryKind::kLastPrefillChunk && s.lookahead == 0) compressed(a);
+    if (kinds[i] == EntryKind::kLastPrefillChunk) {
+      a.prefilled_at = now_s();
+      if (s.lookahead == 0) compressed(a);
+    }
     if (!e.logits) continue;
     const float* lg = logits.data() + (row++) * vocab;
     if (a.done) continue;

@@ -70,8 +70,11 @@ class LlmEngine {
     size_t emitted = 0;    // bytes of text handed to on_text
     size_t held_back = 0;  // longest stop string - 1: bytes kept until decided
     GenerateResult result;
-    double added_at = 0, first_token_at = 0, compressed_at = 0;
+    double added_at = 0, first_token_at = 0, prefilled_at = 0, compressed_at = 0;
     bool done = false;
+    // Ended while its look-ahead was still running: the reason, applied once it is compressed
+    // (its report then holds the compressed cache, as for every other request).
+    std::string ending;
   };
 
   // A token sampled for `a`: appended, streamed, checked against its stop conditions.
