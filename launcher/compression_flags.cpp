@@ -1,17 +1,73 @@
 #include "launcher/compression_flags.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 
+#include "runtime/compression/model_presets.h"
+
 namespace adakv::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --preset NAME: a file, else configs/compression/NAME.yaml in the configs folders.
+std::string preset_path(const std::string& spec) {
+  std::error_code ec;
+  if (fs::is_regular_file(spec, ec) || spec.find('/') != std::string::npos) return spec;
+  std::string name = spec;
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0) name.resize(name.size() - 5);
+  const auto dirs = CompressionFlags::config_dirs();
+  if (const auto match = compression::find_preset({name}, dirs)) return match->path;
+  std::string looked;
+  for (const auto& d : dirs) looked += (looked.empty() ? "" : ", ") + d + "/compression";
+  throw std::invalid_argument("--preset " + spec + ": no such file, and no " + name +
+                              ".yaml in " + (looked.empty() ? "any configs folder" : looked));
+}
+
+}  // namespace
+
+std::vector<std::string> CompressionFlags::config_dirs() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+#ifdef ADAKV_SOURCE_DIR
+  const std::string builtin = std::string(ADAKV_SOURCE_DIR) + "/configs";
+#else
+  const std::string builtin;
+#endif
+  return compression::config_dirs(std::getenv("ADAKV_CONFIGS"), ec ? "" : exe.string(), builtin);
+}
 
 void CompressionFlags::add_to(CLI::App* app_) {
   app = app_;
-  app->add_option("--preset", preset, "YAML compression preset (configs/compression/*.yaml)");
+  app->add_option(
+      "--preset", preset,
+      model_preset
+          ? "YAML compression preset: a file, a name in configs/compression (snapkv), or none "
+            "for the built-in (official) settings. Default: the model's own preset, "
+            "configs/compression/<model>.yaml (smollm2-135m.yaml for the default model), looked "
+            "up in $ADAKV_CONFIGS, else next to the executable (build/adakv -> configs/), else "
+            "the source tree; flags override its keys"
+          : "YAML compression preset: a file or a name in configs/compression (snapkv); flags "
+            "override its keys. Default: none, the official settings");
   app->add_option("--policy", policy,
                   "KV policy: full|streaming|snapkv|pyramidkv|adakv|ada-pyramid");
   app->add_option("--budget", budget,
                   "Average kept tokens per KV head, window included: a ratio of the prompt "
-                  "(0.2 or 20%) or a token count (128)");
+                  "(0.2 or 20%) or a token count (128); never below --min-keep");
+  app->add_option(
+      "--min-keep", min_keep,
+      default_min_keep > 0
+          ? "Floor of the budget: every KV head keeps at least this many prompt tokens on "
+            "average, and a prompt of at most this many tokens is kept whole (default " +
+                std::to_string(default_min_keep) +
+                ": a 20% budget of a short chat prompt evicts its first tokens and changes the "
+                "answer; 0: no floor, the official behaviour)"
+          : std::string("Floor of the budget: every KV head keeps at least this many prompt "
+                        "tokens on average, and a prompt of at most this many tokens is kept "
+                        "whole (default 0: no floor, the official behaviour, so the published "
+                        "results stay reproducible; generate's default is ") +
+                std::to_string(compression::kGenerateMinKeep) + ")");
   app->add_option("--window", window, "Observation window W (default 32)");
   app->add_option("--alpha", alpha, "Ada-KV safeguard floor in [0, 1] (default 0.2)");
   app->add_option("--scope", scope, "Allocate per layer or across all layers: layer|global");
@@ -40,8 +96,33 @@ void CompressionFlags::add_to(CLI::App* app_) {
 }
 
 compression::CompressionConfig CompressionFlags::config(const std::string& default_policy) const {
-  auto c = preset.empty() ? compression::CompressionConfig{} : compression::load_preset(preset);
-  if (preset.empty()) c.policy = compression::parse_policy(default_policy);
+  return resolve({}, default_policy, nullptr);
+}
+
+compression::CompressionConfig CompressionFlags::config(const std::vector<std::string>& model_names,
+                                                        std::string* source) const {
+  return resolve(model_names, "adakv", source);
+}
+
+compression::CompressionConfig CompressionFlags::resolve(const std::vector<std::string>& model_names,
+                                                         const std::string& default_policy,
+                                                         std::string* source) const {
+  compression::CompressionConfig defaults;
+  defaults.min_keep = default_min_keep;
+  defaults.policy = compression::parse_policy(default_policy);
+  compression::CompressionConfig c = defaults;
+  std::string from = "built-in defaults";
+  if (preset == "none") {
+    from = "built-in defaults (--preset none)";
+  } else if (!preset.empty()) {
+    const std::string path = preset_path(preset);
+    c = compression::load_preset(path, defaults);
+    from = "preset " + path;
+  } else if (model_preset && !model_names.empty()) {
+    auto d = compression::model_defaults(model_names, config_dirs(), defaults);
+    c = d.config;
+    from = d.source;
+  }
   auto non_negative = [](long v, const char* flag) {
     if (v < 0)
       throw std::invalid_argument(std::string(flag) + " must be >= 0, got " + std::to_string(v));
@@ -50,6 +131,7 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   if (!policy.empty()) c.policy = compression::parse_policy(policy);
   if (!budget.empty()) compression::parse_budget(budget, c);
   auto given = [this](const char* flag) { return app && app->count(flag) > 0; };
+  if (given("--min-keep")) c.min_keep = non_negative(min_keep, "--min-keep");
   if (given("--window")) c.window = non_negative(window, "--window");
   if (given("--alpha")) c.alpha = alpha;
   if (!scope.empty()) c.scope = compression::parse_scope(scope);
@@ -65,6 +147,7 @@ compression::CompressionConfig CompressionFlags::config(const std::string& defau
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();
+  if (source) *source = from;
   return c;
 }
 

@@ -138,10 +138,15 @@ BudgetScores parse_budget_scores(const std::string& s) {
 }
 
 size_t CompressionConfig::budget_per_head(size_t n) const {
-  if (budget_tokens > 0) return std::min(budget_tokens, n);
-  const double want = std::round(budget_ratio * static_cast<double>(n));
-  const size_t b = want > 0 ? static_cast<size_t>(std::min(want, static_cast<double>(n))) : 0;
-  return std::clamp(b, std::min(window, n), n);
+  size_t b = 0;
+  if (budget_tokens > 0) {
+    b = std::min(budget_tokens, n);
+  } else {
+    const double want = std::round(budget_ratio * static_cast<double>(n));
+    b = want > 0 ? static_cast<size_t>(std::min(want, static_cast<double>(n))) : 0;
+    b = std::clamp(b, std::min(window, n), n);
+  }
+  return std::max(b, std::min(min_keep, n));
 }
 
 bool CompressionConfig::keeps_everything(size_t n) const {
@@ -203,6 +208,37 @@ void CompressionConfig::validate(size_t n) const {
   }
 }
 
+std::string describe(const CompressionConfig& c) {
+  if (c.policy == Policy::kFull) return "policy full (nothing evicted)";
+  std::ostringstream os;
+  os << "policy " << to_string(c.policy) << ", budget ";
+  if (c.budget_tokens > 0) {
+    os << c.budget_tokens << " tokens/head";
+  } else {
+    os << std::round(c.budget_ratio * 1000) / 10 << "%";
+  }
+  os << ", min_keep " << c.min_keep << ", window " << c.window;
+  if (c.policy == Policy::kStreaming) {
+    os << ", sink " << c.sink;
+    return os.str();
+  }
+  os << ", pooling " << to_string(c.pooling) << " " << c.pool_kernel;
+  if (c.pool_sink > 0 || c.pool_shift > 0) {
+    os << " (sink " << c.pool_sink << ", shift " << c.pool_shift << ")";
+  }
+  os << ", gqa " << to_string(c.gqa) << ", lookahead " << c.lookahead;
+  if (c.lookahead > 0 && c.lookahead_weight != 1.0) os << " (weight " << c.lookahead_weight << ")";
+  if (c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid) {
+    os << ", alpha " << c.alpha << ", budget_scores " << to_string(c.budget_scores) << ", rule "
+       << to_string(c.rule);
+  }
+  if (c.policy == Policy::kPyramidKV || c.policy == Policy::kAdaPyramid) {
+    os << ", pyramid_beta " << c.pyramid_beta;
+  }
+  os << ", scope " << to_string(c.scope);
+  return os.str();
+}
+
 void parse_budget(const std::string& text, CompressionConfig& c) {
   const std::string s = trim(text);
   auto fail = [&text](const std::string& why) {
@@ -227,7 +263,7 @@ void parse_budget(const std::string& text, CompressionConfig& c) {
   c.budget_tokens = 0;
 }
 
-CompressionConfig load_preset(const std::string& path) {
+CompressionConfig load_preset(const std::string& path, const CompressionConfig& defaults) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -236,7 +272,7 @@ CompressionConfig load_preset(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument(path + ": YAML error: " + e.what());
   }
-  CompressionConfig c;
+  CompressionConfig c = defaults;
   if (root.IsNull()) return c;
   if (!root.IsMap()) throw std::invalid_argument(path + ": expected a mapping of keys to values");
 
@@ -259,6 +295,7 @@ CompressionConfig load_preset(const std::string& path) {
       {"policy",
        [](const std::string& v, CompressionConfig& cfg) { cfg.policy = parse_policy(v); }},
       {"budget", [](const std::string& v, CompressionConfig& cfg) { parse_budget(v, cfg); }},
+      {"min_keep", size_value(&CompressionConfig::min_keep)},
       {"window", size_value(&CompressionConfig::window)},
       {"alpha", real_value(&CompressionConfig::alpha)},
       {"pooling",

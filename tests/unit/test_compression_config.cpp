@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "runtime/compression/config.h"
+#include "runtime/compression/model_presets.h"
 
 using namespace adakv::compression;
 
@@ -45,8 +47,13 @@ TEST(CompressionConfig, DefaultsFollowTheOfficialCode) {
   EXPECT_EQ(c.budget_scores, BudgetScores::kSum);  // the budgets read the selection's scores
   EXPECT_DOUBLE_EQ(c.alpha, 0.2);
   EXPECT_EQ(c.rule, Rule::kTopK);
+  EXPECT_EQ(c.min_keep, 0u);  // no floor: the library and the eval grids stay official
   EXPECT_NO_THROW(c.validate());
   EXPECT_NO_THROW(c.validate(1000));
+  // adakv generate's own defaults add the floor.
+  EXPECT_EQ(kGenerateMinKeep, 512u);
+  EXPECT_EQ(generate_builtin_defaults().min_keep, kGenerateMinKeep);
+  EXPECT_EQ(generate_builtin_defaults().policy, Policy::kAdaKV);
 }
 
 TEST(CompressionConfig, BudgetPerHead) {
@@ -73,6 +80,76 @@ TEST(CompressionConfig, KeepsEverything) {
   EXPECT_FALSE(c.keeps_everything(129));
   c.policy = Policy::kFull;
   EXPECT_TRUE(c.keeps_everything(100000));
+}
+
+// The prompt: 37 chat tokens at 20% kept only the 32-token window in every head.
+TEST(CompressionConfig, MinKeepKeepsShortPromptsWhole) {
+  CompressionConfig c;  // ratio 0.2, window 32
+  EXPECT_EQ(c.budget_per_head(37), 32u);
+  EXPECT_FALSE(c.keeps_everything(37));
+  c.min_keep = 512;
+  for (size_t n : {1, 5, 32, 33, 37, 94, 134, 300, 511, 512}) {
+    EXPECT_EQ(c.budget_per_head(n), n) << n;
+    EXPECT_TRUE(c.keeps_everything(n)) << n;
+  }
+  EXPECT_EQ(c.budget_per_head(0), 0u);
+  // Longer prompts keep at least the floor, and the ratio once it is larger.
+  EXPECT_EQ(c.budget_per_head(513), 512u);
+  EXPECT_FALSE(c.keeps_everything(513));
+  EXPECT_EQ(c.budget_per_head(1000), 512u);  // 20% would be 200
+  EXPECT_EQ(c.budget_per_head(2560), 512u);  // 20% is exactly the floor
+  EXPECT_EQ(c.budget_per_head(4000), 800u);
+  c.budget_ratio = 0.6;
+  EXPECT_EQ(c.budget_per_head(1000), 600u);
+  // A token budget is floored the same way.
+  c.budget_tokens = 128;
+  EXPECT_EQ(c.budget_per_head(400), 400u);
+  EXPECT_TRUE(c.keeps_everything(400));
+  EXPECT_EQ(c.budget_per_head(1000), 512u);
+  c.budget_tokens = 700;
+  EXPECT_EQ(c.budget_per_head(1000), 700u);
+  // Never more than the prompt, whatever the floor.
+  c.min_keep = 100000;
+  EXPECT_EQ(c.budget_per_head(8000), 8000u);
+  EXPECT_TRUE(c.keeps_everything(8000));
+  // 0: no floor, the official behaviour.
+  c = CompressionConfig{};
+  c.min_keep = 0;
+  EXPECT_EQ(c.budget_per_head(37), 32u);
+  EXPECT_EQ(c.budget_per_head(1000), 200u);
+  // Policy full keeps everything with or without it; streaming is floored like the others.
+  c.policy = Policy::kFull;
+  EXPECT_TRUE(c.keeps_everything(100000));
+  c.policy = Policy::kStreaming;
+  c.min_keep = 64;
+  EXPECT_EQ(c.budget_per_head(100), 64u);
+  EXPECT_NO_THROW(c.validate(100));
+}
+
+TEST(CompressionConfig, MinKeepOnlyChangesTheBudget) {
+  CompressionConfig a, b;
+  b.min_keep = 512;
+  EXPECT_TRUE(a.same_scoring(b));  // one recording serves a floored and an unfloored copy
+  EXPECT_NO_THROW(b.validate());
+  EXPECT_NO_THROW(b.validate(40));
+}
+
+TEST(CompressionConfig, DescribeNamesTheSettingsInForce) {
+  CompressionConfig c;
+  c.min_keep = 512;
+  std::string d = describe(c);
+  for (const char* want : {"policy adakv", "budget 20%", "min_keep 512", "window 32",
+                           "pooling maxpool 7", "gqa mean", "lookahead 0", "scope layer"}) {
+    EXPECT_NE(d.find(want), std::string::npos) << want << " in " << d;
+  }
+  c.budget_tokens = 128;
+  c.pool_sink = 4;
+  c.pool_shift = 3;
+  d = describe(c);
+  EXPECT_NE(d.find("budget 128 tokens/head"), std::string::npos) << d;
+  EXPECT_NE(d.find("(sink 4, shift 3)"), std::string::npos) << d;
+  c.policy = Policy::kFull;
+  EXPECT_EQ(describe(c), "policy full (nothing evicted)");
 }
 
 // Scores recorded once serve any policy and budget, but not another scorer.
@@ -239,6 +316,7 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(d.b_min, ref.b_min);
   EXPECT_DOUBLE_EQ(d.pyramid_beta, ref.pyramid_beta);
   EXPECT_EQ(d.sink, ref.sink);
+  EXPECT_EQ(d.min_keep, 0u);  // the official settings: no floor
 
   EXPECT_EQ(load_preset(kPresetDir + "ada-pyramid.yaml").policy, Policy::kAdaPyramid);
   const CompressionConfig s = load_preset(kPresetDir + "snapkv.yaml");
@@ -261,6 +339,99 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(ref.lookahead, 0u);  // off in the official settings
   EXPECT_EQ(m.budget_scores, BudgetScores::kPeak);
   EXPECT_EQ(ref.budget_scores, BudgetScores::kSum);
+  // The floor is the command's (generate 512, eval 0), not the preset's: eval --preset
+  // smollm2-135m.yaml reproduces the published grids.
+  EXPECT_EQ(m.min_keep, 0u);
+  EXPECT_EQ(load_preset(kPresetDir + "smollm2-135m.yaml", generate_builtin_defaults()).min_keep,
+            kGenerateMinKeep);
+}
+
+TEST(CompressionPreset, MinKeepKey) {
+  EXPECT_EQ(load_preset(write_temp("minkeep", "min_keep: 256\n")).min_keep, 256u);
+  CompressionConfig defaults;
+  defaults.min_keep = 512;
+  defaults.window = 16;
+  // Absent keys keep the caller's defaults; present ones replace them, 0 included.
+  const CompressionConfig kept = load_preset(write_temp("nominkeep", "budget: 0.1\n"), defaults);
+  EXPECT_EQ(kept.min_keep, 512u);
+  EXPECT_EQ(kept.window, 16u);
+  EXPECT_DOUBLE_EQ(kept.budget_ratio, 0.1);
+  EXPECT_EQ(load_preset(write_temp("minkeep0", "min_keep: 0\n"), defaults).min_keep, 0u);
+  EXPECT_EQ(load_preset(write_temp("minkeepempty", ""), defaults).min_keep, 512u);
+  for (const std::string bad : {"-1", "1.5", "lots", "20%", "0x10", "99999999999999999999999"}) {
+    const std::string path = write_temp("badminkeep", "min_keep: " + bad + "\n");
+    const std::string msg = error_of([&] { load_preset(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("min_keep"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"" + bad + "\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find("non-negative integer"), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelPreset, NamesFromMetadataThenTheFileName) {
+  // The default model: general.basename "smollm2", general.size_label "135M".
+  EXPECT_EQ(model_preset_names("smollm2", "135M", "/m/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            (std::vector<std::string>{"smollm2-135m", "smollm2", "smollm2-135m-instruct"}));
+  // Without metadata the file name alone finds the same preset.
+  EXPECT_EQ(model_preset_names("", "", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+            (std::vector<std::string>{"smollm2-135m-instruct", "smollm2-135m", "smollm2"}));
+  EXPECT_EQ(model_preset_names("", "", "/x/Llama-3.2-1B.Q4_K_M.gguf"),
+            (std::vector<std::string>{"llama-3.2-1b", "llama-3.2", "llama"}));
+  EXPECT_EQ(model_preset_names("", "", "/x/tiny.F16.gguf"), (std::vector<std::string>{"tiny"}));
+  EXPECT_EQ(model_preset_names("My Model/v2", "", "/x/../m.gguf"),
+            (std::vector<std::string>{"my-model-v2", "m"}));
+  EXPECT_EQ(model_preset_names("", "", "/x/.hidden"), (std::vector<std::string>{"hidden"}));
+}
+
+TEST(ModelPreset, ConfigFoldersAndLookup) {
+  EXPECT_EQ(config_dirs("/env/configs", "/opt/a/build/adakv", "/src/configs"),
+            (std::vector<std::string>{"/env/configs"}));
+  EXPECT_EQ(config_dirs("", "/opt/a/build/adakv", "/src/configs"),
+            (std::vector<std::string>{"/opt/a/configs", "/opt/a/share/adakv/configs",
+                                      "/src/configs"}));
+  EXPECT_EQ(config_dirs(nullptr, "/opt/a/build/adakv", "/opt/a/configs/"),
+            (std::vector<std::string>{"/opt/a/configs", "/opt/a/share/adakv/configs"}));
+
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(testing::TempDir()) / "adakv_model_presets";
+  fs::remove_all(root);
+  fs::create_directories(root / "one" / "compression");
+  fs::create_directories(root / "two" / "compression");
+  std::ofstream(root / "one" / "compression" / "b.yaml") << "budget: 0.3\n";
+  std::ofstream(root / "two" / "compression" / "a.yaml") << "budget: 0.4\n";
+  const std::vector<std::string> dirs = {(root / "none").string(), (root / "one").string(),
+                                         (root / "two").string()};
+  // Every name in a folder before the next folder.
+  auto m = find_preset({"a", "b"}, dirs);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->name, "b");
+  EXPECT_EQ(m->path, (root / "one" / "compression" / "b.yaml").string());
+  EXPECT_FALSE(find_preset({"c"}, dirs).has_value());
+
+  const ModelDefaults found = model_defaults({"c", "a"}, dirs);
+  EXPECT_DOUBLE_EQ(found.config.budget_ratio, 0.4);
+  EXPECT_EQ(found.config.min_keep, kGenerateMinKeep);  // the preset leaves it out
+  EXPECT_NE(found.source.find("a.yaml"), std::string::npos) << found.source;
+  const ModelDefaults none = model_defaults({"c"}, dirs);
+  EXPECT_DOUBLE_EQ(none.config.budget_ratio, 0.2);
+  EXPECT_EQ(none.config.min_keep, kGenerateMinKeep);
+  EXPECT_NE(none.source.find("built-in defaults"), std::string::npos) << none.source;
+  EXPECT_NE(none.source.find("c.yaml"), std::string::npos) << none.source;
+  // A preset with an error is an error, not a silent fallback.
+  std::ofstream(root / "two" / "compression" / "bad.yaml") << "min_keep: -3\n";
+  EXPECT_THROW(model_defaults({"bad"}, dirs), std::invalid_argument);
+  fs::remove_all(root);
+}
+
+TEST(ModelPreset, TheDefaultModelFindsItsRepositoryPreset) {
+  const std::string configs = kPresetDir + "..";
+  const ModelDefaults d = model_defaults(
+      model_preset_names("smollm2", "135M", "SmolLM2-135M-Instruct.Q4_1.gguf"), {configs});
+  const CompressionConfig m = load_preset(kPresetDir + "smollm2-135m.yaml");
+  EXPECT_TRUE(d.config.same_scoring(m));
+  EXPECT_EQ(d.config.lookahead, 16u);
+  EXPECT_EQ(d.config.min_keep, kGenerateMinKeep);
+  EXPECT_NE(d.source.find("smollm2-135m.yaml"), std::string::npos) << d.source;
 }
 
 TEST(CompressionPreset, ValuesOfEveryKindParse) {
