@@ -93,9 +93,8 @@ Speeds measure_adakv(runtime::Engine& engine, const std::vector<int32_t>& ids, s
   return s;
 }
 
-PolicyRun measure_policy(runtime::Engine& engine, const std::vector<int32_t>& ids,
-                         size_t length, const compression::CompressionConfig& policy,
-                         const BenchOptions& o) {
+PolicyRun measure_policy(runtime::Engine& engine, const std::vector<int32_t>& ids, size_t length,
+                         const compression::CompressionConfig& policy, const BenchOptions& o) {
   const auto g = run_engine(engine, ids, length, policy, o);
   const auto& c = g.compression;
   return {g.prefill_s,
@@ -278,7 +277,11 @@ void add_bench(CLI::App& app, Runner& selected) {
   sub->add_option("--peer-script", o->peer_script, "The llama.cpp peer script");
   sub->add_option("--python", o->python, "Python interpreter with llama-cpp-python");
   o->compression.add_to(sub);
-  sub->callback([o, &selected] { selected = [o] { return run_bench(*o); }; });
+  add_bench_batch(sub, selected);
+  // `bench batch` sets its own runner; plain `bench` runs this one.
+  sub->callback([o, sub, &selected] {
+    if (sub->get_subcommands().empty()) selected = [o] { return run_bench(*o); };
+  });
 }
 
 }  // namespace adakv::cli

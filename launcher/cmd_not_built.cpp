@@ -1,5 +1,5 @@
-// Subcommands named by DESIGN.md whose issues have not landed yet: they exist so that the
-// command-line contract is visible, say what is missing, and exit 2.
+// Subcommands of the command-line contract that are not built yet: they exist so that the
+// contract is visible, say what is missing, and exit 2.
 #include <cstdio>
 #include <string>
 

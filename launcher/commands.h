@@ -13,13 +13,16 @@ using Runner = std::function<int()>;
 void add_inspect(CLI::App& app, Runner& selected);
 void add_generate(CLI::App& app, Runner& selected);
 void add_bench(CLI::App& app, Runner& selected);
+// `bench batch`, registered by add_bench on its subcommand.
+void add_bench_batch(CLI::App* bench_app, Runner& selected);
+void add_batch(CLI::App& app, Runner& selected);
 void add_profile(CLI::App& app, Runner& selected);
 void add_eval(CLI::App& app, Runner& selected);
 // `eval ppl`, registered by add_eval on its subcommand.
 void add_eval_ppl(CLI::App* eval_app, Runner& selected);
 // `launch` needs the whole app: it checks the subcommand it runs on the ranks.
 void add_launch(CLI::App& app, Runner& selected);
-// Subcommands of DESIGN.md that later issues build; they say so and exit 2.
+// Subcommands of the command-line contract not built yet; they say so and exit 2.
 void add_not_built_yet(CLI::App& app, Runner& selected);
 
 }  // namespace adakv::cli

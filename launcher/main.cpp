@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   adakv::cli::Runner selected;
   adakv::cli::add_inspect(app, selected);
   adakv::cli::add_generate(app, selected);
+  adakv::cli::add_batch(app, selected);
   adakv::cli::add_bench(app, selected);
   adakv::cli::add_profile(app, selected);
   adakv::cli::add_eval(app, selected);

@@ -20,6 +20,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+EngineCommand make_command(EngineOp op, const GenerateRequest& request = {},
+                           const std::vector<compression::CompressionConfig>& policies = {},
+                           const std::vector<int32_t>& continuation = {}) {
+  EngineCommand c;
+  c.op = op;
+  c.request = request;
+  c.policies = policies;
+  c.continuation = continuation;
+  return c;
+}
+
 model::LlamaModel load_model(const gguf::GgufFile& file, comm::Communicator* tp) {
   auto config = model::ModelConfig::from_gguf(file);
   const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
@@ -117,7 +128,7 @@ BlockPool Engine::make_pool(const GenerateRequest& req, size_t max_new, size_t c
 void Engine::configure_steps(const ServingConfig& config) {
   if (!is_root()) throw std::logic_error("configure_steps() runs on rank 0");
   config.validate();
-  EngineCommand command{EngineOp::kConfigureSteps, {}, {}, {}};
+  EngineCommand command = make_command(EngineOp::kConfigureSteps);
   command.serving = config;
   drive(command, [&] { run_configure_steps(config); });
 }
@@ -134,7 +145,7 @@ void Engine::execute_step(const StepPlan& plan, std::vector<float>& logits,
                           std::vector<GenerateResult>& reports) {
   if (!is_root()) throw std::logic_error("execute_step() runs on rank 0");
   if (!step_pool_) throw std::logic_error("execute_step() before configure_steps()");
-  EngineCommand command{EngineOp::kStep, {}, {}, {}};
+  EngineCommand command = make_command(EngineOp::kStep);
   command.plan = plan;
   drive(command, [&] { run_step(plan, logits, reports); });
 }
@@ -453,8 +464,7 @@ std::vector<float> Engine::gather_heads(const std::vector<float>& own, size_t wi
 RecordedPrompt Engine::record_prompt(const GenerateRequest& req) const {
   if (!is_root()) throw std::logic_error("record_prompt() runs on rank 0");
   check_request(req);
-  return drive(EngineCommand{EngineOp::kRecordPrompt, req, {}, {}},
-               [&] { return run_record_prompt(req); });
+  return drive(make_command(EngineOp::kRecordPrompt, req), [&] { return run_record_prompt(req); });
 }
 
 RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
@@ -514,7 +524,7 @@ std::vector<GenerateResult> Engine::generate_policies(
   if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
   check_request(req);
   for (const auto& p : policies) p.validate();
-  return drive(EngineCommand{EngineOp::kGeneratePolicies, req, policies, {}},
+  return drive(make_command(EngineOp::kGeneratePolicies, req, policies),
                [&] { return run_generate_policies(req, policies); });
 }
 
@@ -598,7 +608,7 @@ std::vector<ContinuationScore> Engine::score_continuation(
     }
   }
   for (const auto& p : policies) p.validate();
-  return drive(EngineCommand{EngineOp::kScoreContinuation, req, policies, continuation},
+  return drive(make_command(EngineOp::kScoreContinuation, req, policies, continuation),
                [&] { return run_score_continuation(req, continuation, policies); });
 }
 

@@ -8,15 +8,15 @@ namespace adakv::runtime {
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
 LlmEngine::LlmEngine(Engine& engine, const ServingConfig& config)
     : engine_(engine),
-      scheduler_(config, engine.model().config(), engine.tp_size(), engine.model().shard().lm_head) {
+      scheduler_(config, engine.model().config(), engine.tp_size(),
+                 engine.model().shard().lm_head) {
   engine_.configure_steps(config);
 }
 
@@ -69,7 +69,8 @@ void LlmEngine::emit(Active& a, bool final) {
   // Never split a UTF-8 character.
   while (limit > a.emitted && limit < t.size() && (uint8_t(t[limit]) & 0xC0) == 0x80) --limit;
   if (limit <= a.emitted) return;
-  if (a.request.on_text) a.request.on_text(std::string_view(t).substr(a.emitted, limit - a.emitted));
+  if (a.request.on_text)
+    a.request.on_text(std::string_view(t).substr(a.emitted, limit - a.emitted));
   a.emitted = limit;
 }
 
@@ -132,8 +133,8 @@ void LlmEngine::step() {
   std::vector<GenerateResult> reports;
   const double t0 = now_s();
   engine_.execute_step(plan, logits, reports);
-  if (!plan.entries.empty() &&
-      std::all_of(kinds.begin(), kinds.end(), [](EntryKind k) { return k == EntryKind::kDecode; })) {
+  if (!plan.entries.empty() && std::all_of(kinds.begin(), kinds.end(),
+                                           [](EntryKind k) { return k == EntryKind::kDecode; })) {
     stats_.decode_only_s += now_s() - t0;
     stats_.decode_only_tokens += plan.entries.size();
   }

@@ -21,8 +21,8 @@
 namespace adakv::runtime {
 
 struct Request {
-  GenerateRequest generate;        // prompt, max_tokens, sampling, stop_at_eos, compression
-  std::vector<std::string> stop;   // stop strings: generation ends before them (not in text)
+  GenerateRequest generate;       // prompt, max_tokens, sampling, stop_at_eos, compression
+  std::vector<std::string> stop;  // stop strings: generation ends before them (not in text)
   std::function<void(std::string_view)> on_text;  // text as it is decided
   LogitsObserver on_logits;                       // each sampled row's logits
   std::function<void(GenerateResult&&)> on_done;  // the whole result, once

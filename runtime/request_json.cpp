@@ -28,8 +28,8 @@ long long integer(const json& v, const std::string& param, long long lo, long lo
                           ? std::numeric_limits<long long>::max()
                           : v.get<long long>();
   if (x < lo || x > hi) {
-    bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                   v.dump());
+    bad(param,
+        "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
   }
   return x;
 }
@@ -75,8 +75,7 @@ std::vector<int32_t> prompt_tokens(const json& body, const Engine& engine) {
 
 }  // namespace
 
-Request request_from_json(const json& body, const Engine& engine,
-                          const RequestDefaults& defaults) {
+Request request_from_json(const json& body, const Engine& engine, const RequestDefaults& defaults) {
   if (!body.is_object()) throw RequestError("the request must be a JSON object", "");
   Request r;
   GenerateRequest& g = r.generate;
@@ -86,7 +85,8 @@ Request request_from_json(const json& body, const Engine& engine,
   g.block_tokens = defaults.block_tokens;
   const long long context = static_cast<long long>(engine.context_length());
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (body.contains(key) && !body[key].is_null()) g.max_tokens = integer(body[key], key, 1, context);
+    if (body.contains(key) && !body[key].is_null())
+      g.max_tokens = integer(body[key], key, 1, context);
   }
   if (body.contains("temperature") && !body["temperature"].is_null()) {
     g.sampling.temperature = float(number(body["temperature"], "temperature", 0, 100));

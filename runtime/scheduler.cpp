@@ -36,9 +36,9 @@ void Scheduler::add(std::shared_ptr<ScheduledSeq> seq) {
   if (worst > config_.kv_pool_blocks) {
     throw std::invalid_argument(
         "the request needs up to " + std::to_string(worst) + " KV blocks (" +
-        std::to_string(seq->prompt.size()) + " prompt tokens plus " +
-        std::to_string(seq->max_new) + " to generate, uncompressed); the KV pool holds " +
-        std::to_string(config_.kv_pool_blocks) + ": raise --kv-pool-mb or lower max_tokens");
+        std::to_string(seq->prompt.size()) + " prompt tokens plus " + std::to_string(seq->max_new) +
+        " to generate, uncompressed); the KV pool holds " + std::to_string(config_.kv_pool_blocks) +
+        ": raise --kv-pool-mb or lower max_tokens");
   }
   seq->phase = SeqPhase::kWaiting;
   waiting_.push_back(std::move(seq));
@@ -81,9 +81,8 @@ size_t Scheduler::used_blocks(size_t rank) const {
 
 bool Scheduler::accounts_exactly() const {
   if (!to_release_.empty()) return false;
-  return std::all_of(resident_.begin(), resident_.end(), [](const auto& s) {
-    return !s->kept.empty();
-  });
+  return std::all_of(resident_.begin(), resident_.end(),
+                     [](const auto& s) { return !s->kept.empty(); });
 }
 
 bool Scheduler::fits(const std::vector<size_t>& extra) const {

@@ -49,12 +49,12 @@ struct ScheduledSeq {
   std::vector<int32_t> output;  // generated tokens, kept across preemption
   bool finished = false;        // set by the engine: no more decodes
   // Progress of the current admission:
-  size_t prefilled = 0;          // prompt tokens in the cache
-  size_t lookahead_done = 0;     // look-ahead tokens in the cache
-  int32_t lookahead_next = -1;   // greedy token the next look-ahead step feeds
-  size_t appended = 0;           // generated tokens in the cache (after compression)
-  std::vector<uint32_t> kept;    // [layer * model kv heads]: tokens kept by compression
-  size_t admitted_at = 0;        // admission order (preemption picks the latest)
+  size_t prefilled = 0;         // prompt tokens in the cache
+  size_t lookahead_done = 0;    // look-ahead tokens in the cache
+  int32_t lookahead_next = -1;  // greedy token the next look-ahead step feeds
+  size_t appended = 0;          // generated tokens in the cache (after compression)
+  std::vector<uint32_t> kept;   // [layer * model kv heads]: tokens kept by compression
+  size_t admitted_at = 0;       // admission order (preemption picks the latest)
   size_t preemptions = 0;
 };
 

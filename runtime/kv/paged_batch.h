@@ -26,8 +26,7 @@ class PagedBatch : public model::KvBatch {
   size_t next_position(size_t s) const override { return entries_[s].cache->next_position(); }
   bool wants_logits(size_t s) const override { return entries_[s].logits; }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
-                         const float* v, size_t kv_stride, float* out,
-                         size_t out_stride) override;
+                         const float* v, size_t kv_stride, float* out, size_t out_stride) override;
   void commit() override;
 
  private:

@@ -127,8 +127,8 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
 }
 
 bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const float* k,
-                         const float* v, size_t kv_stride, size_t n, float* out,
-                         size_t out_stride, kernels::PagedSequence& seq) {
+                         const float* v, size_t kv_stride, size_t n, float* out, size_t out_stride,
+                         kernels::PagedSequence& seq) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
   auto& heads = heads_[layer];
   if (position_ == 0 && n > 1 && (prompt_n_ == 0 || prompt_n_ == n)) {
@@ -138,10 +138,10 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
   if (position_ == 0 && prompt_n_ > n) {
     // The first of several prompt chunks: causal attention over its own raw rows.
     if (layer == 0) init_prompt(prompt_n_);
-    kernels::check(kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
-                                             kv_stride, out_stride,
-                                             1.0f / std::sqrt(static_cast<float>(Dh))),
-                   "attention_causal");
+    kernels::check(
+        kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
+                                  out_stride, 1.0f / std::sqrt(static_cast<float>(Dh))),
+        "attention_causal");
     for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
     return false;
   }

@@ -83,9 +83,8 @@ class StepEngine : public ::testing::Test {
   static Run alone(const GenerateRequest& req) {
     Run run;
     run.logits.resize(1);
-    run.results.push_back(engine_->generate(req, {}, [&](const float* lg, size_t v) {
-      run.logits[0].emplace_back(lg, lg + v);
-    }));
+    run.results.push_back(engine_->generate(
+        req, {}, [&](const float* lg, size_t v) { run.logits[0].emplace_back(lg, lg + v); }));
     return run;
   }
   // The same greedy tokens, or a divergence explained by summation order: up to the first
@@ -100,10 +99,12 @@ class StepEngine : public ::testing::Test {
     for (size_t s = 0; s <= std::min(first, std::min(ta.size(), tb.size()) - 1); ++s) {
       const auto& la = a.logits[ia][s];
       const auto& lb = b.logits[ib][s];
-      for (size_t v = 0; v < la.size(); ++v) worst = std::max(worst, double(std::fabs(la[v] - lb[v])));
+      for (size_t v = 0; v < la.size(); ++v)
+        worst = std::max(worst, double(std::fabs(la[v] - lb[v])));
     }
     if (first == ta.size() && ta.size() == tb.size()) {
-      std::printf("%s: %zu tokens identical (logits within %.2g)\n", what.c_str(), ta.size(), worst);
+      std::printf("%s: %zu tokens identical (logits within %.2g)\n", what.c_str(), ta.size(),
+                  worst);
     } else {
       std::printf("%s: tokens differ from %zu on; logits within %.2g up to there\n", what.c_str(),
                   first, worst);
@@ -135,14 +136,14 @@ adakv::runtime::LoopStats StepEngine::last_stats_;
 TEST_F(StepEngine, ChunkedPrefillGivesTheTokensOfOneForward) {
   CompressionConfig lookahead = policy(Policy::kAdaKV);
   lookahead.lookahead = 8;
-  for (const auto& c : {policy(Policy::kFull), policy(Policy::kAdaKV), policy(Policy::kSnapKV),
-                        lookahead}) {
+  for (const auto& c :
+       {policy(Policy::kFull), policy(Policy::kAdaKV), policy(Policy::kSnapKV), lookahead}) {
     const auto req = request(prompt(100, 700), c);
     const auto chunked = run_loop({req}, serving(20000, 256));
     const auto whole = alone(req);
-    expect_same(chunked, 0, whole, 0, 1e-3, std::string("chunks of 256, ") +
-                                                adakv::compression::to_string(c.policy) +
-                                                (c.lookahead ? " + look-ahead" : ""));
+    expect_same(chunked, 0, whole, 0, 1e-3,
+                std::string("chunks of 256, ") + adakv::compression::to_string(c.policy) +
+                    (c.lookahead ? " + look-ahead" : ""));
     const double kept = chunked.results[0].kv_after_prefill_bytes;
     EXPECT_NEAR(kept, whole.results[0].kv_after_prefill_bytes, 0.02 * kept);
   }

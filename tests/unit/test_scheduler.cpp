@@ -50,6 +50,7 @@ std::shared_ptr<ScheduledSeq> sequence(uint64_t id, size_t prompt, size_t max_ne
 // Plays the engine: every step's logits become a token (id = step count), a finished sequence
 // ends, a compressed one reports `kept` tokens per head (the prompt for the full policy).
 struct Driver {
+  explicit Driver(Scheduler& s) : sched(s) {}
   Scheduler& sched;
   std::map<uint64_t, std::shared_ptr<ScheduledSeq>> seqs;
   std::map<uint64_t, size_t> kept;  // tokens per head after compression; absent: the prompt
@@ -85,7 +86,7 @@ struct Driver {
 
 TEST(Scheduler, ChunksLongPromptsSoTheLastChunkHoldsTheWindow) {
   Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   auto s = sequence(1, 220, 1, compression::Policy::kAdaKV);  // window 32
   d.add(s);
   d.run();
@@ -102,7 +103,7 @@ TEST(Scheduler, ChunksLongPromptsSoTheLastChunkHoldsTheWindow) {
 
 TEST(Scheduler, AShortPromptIsOneChunk) {
   Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   d.add(sequence(1, 90, 3));
   d.step();
   ASSERT_EQ(d.plans[0].start.size(), 1u);
@@ -119,7 +120,7 @@ TEST(Scheduler, AShortPromptIsOneChunk) {
 TEST(Scheduler, AdmitsWhatThePoolHoldsFirstComeFirstServed) {
   // 2 layers x 2 KV heads; a 64-token prompt takes 4 blocks per head: 16 blocks.
   Scheduler sched(config(45, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   for (uint64_t id = 1; id <= 3; ++id) d.add(sequence(id, 64, 2));
   d.step();
   ASSERT_EQ(d.plans[0].start.size(), 2u);
@@ -135,7 +136,7 @@ TEST(Scheduler, AdmitsWhatThePoolHoldsFirstComeFirstServed) {
 TEST(Scheduler, CompressedSequencesFreeRoomForMore) {
   // Ada-KV keeps 16 of 64 prompt tokens per head: 1 block per head instead of 4.
   Scheduler sched(config(45, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   for (uint64_t id = 1; id <= 4; ++id) {
     d.kept[id] = 16;
     d.add(sequence(id, 64, 40, compression::Policy::kAdaKV));
@@ -154,7 +155,7 @@ TEST(Scheduler, PreemptsTheNewestAndReplaysItsTokens) {
   // needs a third block per head, which the pool cannot give both: the newest is preempted
   // after it generated 9 tokens.
   Scheduler sched(config(20, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   d.add(sequence(1, 24, 30));
   d.add(sequence(2, 24, 30));
   d.run();
@@ -208,7 +209,7 @@ TEST(Scheduler, RefusesARequestThePoolCanNeverHold) {
 
 TEST(Scheduler, KeepsPrefillWithinTheTokenBudget) {
   Scheduler sched(config(1000, 64, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   for (uint64_t id = 1; id <= 3; ++id) d.add(sequence(id, 60, 2));
   d.step();
   // 60 + 60 > 100: one prompt per step.
@@ -220,7 +221,7 @@ TEST(Scheduler, KeepsPrefillWithinTheTokenBudget) {
 
 TEST(Scheduler, AbortOfAWaitingSequenceNeedsNoRelease) {
   Scheduler sched(config(25, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  Driver d{sched};
+  Driver d(sched);
   d.add(sequence(1, 64, 2));
   d.add(sequence(2, 64, 2));
   d.step();

@@ -1,0 +1,221 @@
+// adakv bench batch: what the serving loop makes of the memory Ada-KV frees, in one run.
+//  1. Batching: decode tokens/s of one sequence against N concurrent ones (decode-only steps).
+//  2. A fixed KV pool, long prompts, several policies side by side: sequences in flight (peak
+//     and mean), output tokens/s, time to first token, preemptions, each against the full cache.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/ops.h"
+#include "launcher/commands.h"
+#include "launcher/compression_flags.h"
+#include "launcher/generate_output.h"
+#include "launcher/job.h"
+#include "runtime/engine.h"
+#include "runtime/llm_engine.h"
+#include "runtime/model_registry.h"
+
+namespace adakv::cli {
+namespace {
+
+struct BenchBatchOptions {
+  std::string model;
+  size_t prompt_tokens = 4000;
+  size_t requests = 16;
+  size_t max_tokens = 128;
+  double kv_pool_mb = 0;  // 0: room for `full_fits` full-cache sequences
+  size_t full_fits = 2;
+  std::vector<std::string> policies = {"full", "snapkv", "adakv"};
+  size_t concurrency = 16;
+  size_t concurrency_prompt = 512;
+  size_t concurrency_tokens = 64;
+  size_t prefill_chunk = 512;
+  size_t max_num_batched_tokens = 2048;
+  int threads = 0;
+  std::string text_file = "/usr/share/common-licenses/GPL-3";
+  CompressionFlags compression;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * (v.size() - 1) + 0.5))];
+}
+
+// Prompt i: n tokens of the text (repeated as needed) from a start of its own, so no two
+// prompts share a prefix.
+std::vector<int32_t> prompt(const std::vector<int32_t>& text, size_t i, size_t n) {
+  std::vector<int32_t> ids;
+  for (size_t k = 0; ids.size() < n; ++k) ids.push_back(text[(i * 997 + k) % text.size()]);
+  return ids;
+}
+
+struct LoopRun {
+  runtime::LoopStats stats;
+  std::vector<runtime::GenerateResult> results;
+  double wall_s = 0;
+};
+
+LoopRun run_requests(runtime::Engine& engine, const runtime::ServingConfig& config,
+                     const std::vector<runtime::GenerateRequest>& reqs) {
+  LoopRun run;
+  run.results.resize(reqs.size());
+  runtime::LlmEngine loop(engine, config);
+  const double t0 = now_s();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    runtime::Request r;
+    r.generate = reqs[i];
+    r.on_done = [&run, i](runtime::GenerateResult&& g) { run.results[i] = std::move(g); };
+    loop.add(std::move(r));
+  }
+  loop.run_until_done();
+  run.wall_s = now_s() - t0;
+  run.stats = loop.stats();
+  return run;
+}
+
+int run_bench_batch(const BenchBatchOptions& o) {
+  kernels::set_num_threads(o.threads);
+  const std::string model_path = runtime::resolve_model(o.model);
+  runtime::Engine engine(model_path, tp_group());
+  if (!engine.is_root()) return engine.follow();
+  std::ifstream in(o.text_file);
+  if (!in) throw std::runtime_error("cannot read benchmark text " + o.text_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto text = engine.tokenizer().encode(ss.str());
+  std::string source;
+  const auto defaults = o.compression.config(model_names(model_path), &source);
+  const auto& local = engine.model().local_config();
+  const kernels::KvBlockLayout layout{16, local.head_dim, o.compression.dtype()};
+  const size_t heads = local.n_layers * local.n_kv_heads;
+  auto blocks_for = [&](size_t tokens) { return (tokens + 15) / 16 * heads; };
+  std::printf("model %s, %d threads, KV %s; compression: %s (from %s)\n\n", model_path.c_str(),
+              kernels::num_threads(), o.compression.kv_dtype.c_str(),
+              compression::describe(defaults).c_str(), source.c_str());
+
+  runtime::ServingConfig base;
+  base.kv_dtype = o.compression.dtype();
+  base.prefill_chunk = o.prefill_chunk;
+  base.max_num_batched_tokens = o.max_num_batched_tokens;
+  base.max_num_seqs = std::max(o.requests, o.concurrency);
+
+  // 1. Batching pays: the same decode, one sequence and N at once.
+  {
+    auto full = defaults;
+    full.policy = compression::Policy::kFull;
+    auto request = [&](size_t i) {
+      runtime::GenerateRequest r;
+      r.prompt = prompt(text, i, o.concurrency_prompt);
+      r.max_tokens = o.concurrency_tokens;
+      r.stop_at_eos = false;
+      r.compression = full;
+      r.kv_dtype = base.kv_dtype;
+      return r;
+    };
+    runtime::ServingConfig c = base;
+    c.kv_pool_blocks =
+        blocks_for(o.concurrency_prompt + o.concurrency_tokens) * (o.concurrency + 1);
+    const auto one = run_requests(engine, c, {request(0)});
+    std::vector<runtime::GenerateRequest> many;
+    for (size_t i = 0; i < o.concurrency; ++i) many.push_back(request(i));
+    const auto batch = run_requests(engine, c, many);
+    const double tps1 = one.stats.decode_only_tokens / std::max(one.stats.decode_only_s, 1e-9);
+    const double tpsn = batch.stats.decode_only_tokens / std::max(batch.stats.decode_only_s, 1e-9);
+    std::printf("batched decode (%zu-token prompts, %zu tokens each, full cache):\n",
+                o.concurrency_prompt, o.concurrency_tokens);
+    std::printf("  1 sequence:   %8.1f tok/s\n", tps1);
+    std::printf("  %zu sequences: %8.1f tok/s aggregate  = %.2fx one sequence\n\n", o.concurrency,
+                tpsn, tpsn / std::max(tps1, 1e-9));
+  }
+
+  // 2. A fixed pool, long prompts, each policy.
+  runtime::ServingConfig c = base;
+  const size_t per_full = blocks_for(o.prompt_tokens + o.max_tokens);
+  c.kv_pool_blocks = o.kv_pool_mb > 0 ? size_t(o.kv_pool_mb * 1048576.0 / layout.block_bytes())
+                                      : per_full * o.full_fits;
+  std::printf(
+      "fixed KV pool: %.1f MiB (%zu blocks; %.2f full-cache sequences of %zu + %zu "
+      "tokens), %zu requests\n",
+      c.kv_pool_blocks * layout.block_bytes() / 1048576.0, c.kv_pool_blocks,
+      double(c.kv_pool_blocks) / per_full, o.prompt_tokens, o.max_tokens, o.requests);
+  std::printf("%-14s | %8s %8s | %10s %7s | %8s %8s | %6s | %8s\n", "policy", "peak", "mean",
+              "out tok/s", "x full", "TTFT p50", "p90", "preempt", "wall s");
+  double full_tps = 0;
+  double full_peak = 0;
+  for (const auto& name : o.policies) {
+    auto policy = defaults;
+    policy.policy = compression::parse_policy(name);
+    const std::string budget = o.compression.budget.empty() ? "0.2" : o.compression.budget;
+    compression::parse_budget(budget, policy);
+    std::vector<runtime::GenerateRequest> reqs;
+    for (size_t i = 0; i < o.requests; ++i) {
+      runtime::GenerateRequest r;
+      r.prompt = prompt(text, i, o.prompt_tokens);
+      r.max_tokens = o.max_tokens;
+      r.stop_at_eos = false;
+      r.compression = policy;
+      r.kv_dtype = base.kv_dtype;
+      reqs.push_back(std::move(r));
+    }
+    const auto run = run_requests(engine, c, reqs);
+    std::vector<double> ttft;
+    for (const auto& r : run.results) ttft.push_back(r.ttft_s);
+    const double tps = run.stats.generated_tokens / run.wall_s;
+    const double mean = run.stats.steps ? run.stats.running_sum / run.stats.steps : 0;
+    if (policy.policy == compression::Policy::kFull) {
+      full_tps = tps;
+      full_peak = double(run.stats.peak_running);
+    }
+    const std::string label =
+        policy.policy == compression::Policy::kFull ? name : name + " " + budget;
+    std::printf("%-14s | %8zu %8.2f | %10.2f %7.2f | %8.1f %8.1f | %6zu | %8.1f\n", label.c_str(),
+                run.stats.peak_running, mean, tps, full_tps > 0 ? tps / full_tps : 0,
+                percentile(ttft, 0.5), percentile(ttft, 0.9), run.stats.preemptions, run.wall_s);
+    if (full_peak > 0 && policy.policy != compression::Policy::kFull) {
+      std::printf("%-14s   in flight %.2fx the full cache's peak\n", "",
+                  run.stats.peak_running / full_peak);
+    }
+    std::fflush(stdout);
+  }
+  std::printf(
+      "\npeak/mean: sequences resident in the pool per step; out tok/s: generated tokens "
+      "over the wall time of the whole batch; TTFT in seconds from the batch's start\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_batch(CLI::App* bench_app, Runner& selected) {
+  auto o = std::make_shared<BenchBatchOptions>();
+  auto* sub = bench_app->add_subcommand(
+      "batch", "Serving loop: batched decode speed-up; sequences in flight at a fixed KV pool");
+  sub->add_option("--model", o->model, "Model path or name (default: SmolLM2-135M-Instruct)");
+  sub->add_option("--prompt-tokens", o->prompt_tokens, "Tokens of each long prompt (4000)");
+  sub->add_option("--requests", o->requests, "Long-prompt requests per policy (16)");
+  sub->add_option("--max-tokens", o->max_tokens, "Tokens generated per request (128)");
+  sub->add_option("--kv-pool-mb", o->kv_pool_mb,
+                  "KV pool per rank in MiB (default: room for --full-fits full-cache sequences)");
+  sub->add_option("--full-fits", o->full_fits, "Full-cache sequences the default pool holds (2)");
+  sub->add_option("--policies", o->policies, "Policies compared (full,snapkv,adakv)")
+      ->delimiter(',');
+  sub->add_option("--concurrency", o->concurrency, "Sequences decoding together (16)");
+  sub->add_option("--concurrency-prompt", o->concurrency_prompt, "Their prompt tokens (512)");
+  sub->add_option("--concurrency-tokens", o->concurrency_tokens, "Their generated tokens (64)");
+  sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt chunk per step (512)");
+  sub->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step (2048)");
+  sub->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS, else all)");
+  sub->add_option("--text", o->text_file, "Text the prompts are cut from");
+  o->compression.default_min_keep = compression::kGenerateMinKeep;
+  o->compression.model_preset = true;
+  o->compression.add_to(sub);
+  sub->callback([o, &selected] { selected = [o] { return run_bench_batch(*o); }; });
+}
+
+}  // namespace adakv::cli

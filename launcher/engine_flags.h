@@ -1,0 +1,29 @@
+// The serving loop's flags, shared by batch and serve: --kv-pool-mb --max-num-seqs
+// --max-num-batched-tokens --prefill-chunk. The pool's default is a stated share of the memory
+// available when the engine starts, split among the ranks of this node.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "runtime/step_plan.h"
+
+namespace adakv::cli {
+
+// Share of MemAvailable the default pool takes, divided among the node's ranks.
+inline constexpr double kDefaultPoolShare = 0.4;
+
+struct EngineFlags {
+  double kv_pool_mb = 0;  // 0: the default share
+  size_t max_num_seqs = 64;
+  size_t max_num_batched_tokens = 2048;
+  size_t prefill_chunk = 512;
+
+  void add_to(CLI::App* app);
+  // The loop's config for a rank holding `local` (its KV heads) with KV stored as `dtype`.
+  // Throws std::invalid_argument naming the flag when a value cannot work.
+  runtime::ServingConfig config(const model::ModelConfig& local, kernels::KvDtype dtype) const;
+};
+
+}  // namespace adakv::cli

@@ -1,0 +1,116 @@
+// `adakv batch` as a user runs it: JSONL in, JSONL out in input order, bad lines answered in
+// place; the same results as the ranks of an mpirun job at TP 3 as on one rank, with the same
+// budget vector on every rank.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model_fixture.h"
+#include "run_adakv.h"
+
+namespace adakv::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path batch_file(const std::string& name, const std::vector<json>& lines) {
+  const auto path = fs::temp_directory_path() /
+                    ("adakv-batch-" + std::to_string(::getpid()) + "-" + name + ".jsonl");
+  std::ofstream out(path);
+  for (const auto& l : lines) out << l.dump() << "\n";
+  return path;
+}
+
+std::vector<json> parse_lines(const std::string& out) {
+  std::vector<json> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(json::parse(line));
+  return lines;
+}
+
+// 16 requests: prose of 40 to 490 words, every policy, chat and plain prompts.
+std::vector<json> sixteen_requests() {
+  std::istringstream words(slurp("/usr/share/common-licenses/GPL-3"));
+  std::vector<std::string> all;
+  for (std::string w; words >> w;) all.push_back(w);
+  const char* policies[] = {"full", "adakv", "snapkv", "pyramidkv", "streaming", "ada-pyramid"};
+  std::vector<json> lines;
+  for (size_t i = 0; i < 16; ++i) {
+    std::string text;
+    for (size_t w = 0; w < 40 + 30 * i; ++w) text += all[(i * 131 + w) % all.size()] + " ";
+    json r = {{"max_tokens", 8}, {"kv_policy", policies[i % 6]}, {"kv_budget", 0.3}};
+    if (i % 2) {
+      r["messages"] = json::array({{{"role", "user"}, {"content", text + "\nSummarise."}}});
+    } else {
+      r["prompt"] = text;
+    }
+    lines.push_back(r);
+  }
+  return lines;
+}
+
+TEST(BatchCli, Tp3GivesTheResultsOfOneRank) {
+  const auto file = batch_file("tp", sixteen_requests());
+  // A small floor and short chunks: compression and chunked prefill both take part.
+  const std::string args = "batch " + file.string() +
+                           " -q --min-keep 64 --prefill-chunk 256 --kv-pool-mb 256 --model " +
+                           model_path();
+  const auto one = adakv_mpi(1, args);
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const auto three = adakv_mpi(3, args);
+  ASSERT_EQ(three.rc, 0) << three.err;
+  const auto a = parse_lines(one.out), b = parse_lines(three.out);
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), 16u);
+  size_t compressed = 0;
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(a[i]["index"], i);
+    EXPECT_EQ(b[i]["index"], i);
+    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]) << "request " << i;
+    EXPECT_EQ(a[i]["kv"]["budgets"], b[i]["kv"]["budgets"]) << "request " << i;
+    EXPECT_TRUE(b[i]["kv"]["budgets_agree_across_ranks"].get<bool>()) << "request " << i;
+    EXPECT_EQ(b[i]["tp"]["size"], 3);
+    EXPECT_EQ(a[i]["tokens"].size(), 8u);
+    compressed += a[i]["kv"]["after_prefill"]["kept_bytes"].get<double>() <
+                  a[i]["kv"]["after_prefill"]["full_bytes"].get<double>();
+  }
+  EXPECT_GE(compressed, 8u);
+}
+
+TEST(BatchCli, BadLinesAreAnsweredInPlaceAndTheRestRuns) {
+  const auto file = fs::temp_directory_path() / ("adakv-batch-bad-" + std::to_string(::getpid()));
+  std::ofstream(file) << R"({"prompt": "The capital of France is", "max_tokens": 4})"
+                      << "\n"
+                      << "not json\n"
+                      << R"({"prompt": "x", "temperature": -1})"
+                      << "\n"
+                      << "\n"
+                      << R"({"messages": []})"
+                      << "\n"
+                      << R"({"prompt": "Hello", "max_tokens": 3, "stop": ["never"]})"
+                      << "\n";
+  const auto r = adakv("batch " + file.string() + " -q --model " + model_path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto lines = parse_lines(r.out);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0]["tokens"].size(), 4u);
+  EXPECT_TRUE(lines[1].contains("error"));
+  EXPECT_EQ(lines[2]["error"]["param"], "temperature");
+  EXPECT_EQ(lines[3]["error"]["param"], "messages");
+  EXPECT_EQ(lines[4]["finish_reason"], "length");
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["index"], i);
+}
+
+TEST(BatchCli, AMissingFileIsNamed) {
+  const auto r = adakv("batch /nonexistent/requests.jsonl -q --model " + model_path());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("/nonexistent/requests.jsonl"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace adakv::test
