@@ -36,9 +36,7 @@ uint64_t LlmEngine::add(Request request) {
   seq->eos = engine_.tokenizer().eos_id();
   scheduler_.add(seq);  // throws when the pool can never hold it
 
-  const SamplingParams sampling = req.sampling;
-  Active a{seq, std::move(request), Sampler(sampling),
-           tokenizer::StreamDecoder(engine_.tokenizer())};
+  Active a(seq, std::move(request), engine_.tokenizer());
   for (const auto& s : a.request.stop) a.held_back = std::max(a.held_back, s.size() - 1);
   a.result.prompt_tokens = n_prompt;
   a.result.finish_reason = "length";

@@ -62,6 +62,11 @@ class LlmEngine {
 
  private:
   struct Active {
+    Active(std::shared_ptr<ScheduledSeq> s, Request r, const tokenizer::Tokenizer& tok)
+        : seq(std::move(s)),
+          request(std::move(r)),
+          sampler(request.generate.sampling),
+          stream(tok) {}
     std::shared_ptr<ScheduledSeq> seq;
     Request request;
     Sampler sampler;

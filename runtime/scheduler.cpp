@@ -51,15 +51,38 @@ bool Scheduler::has_work() const {
 size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
   const auto& heads = rank_heads_[rank];
   const size_t bt = config_.block_tokens;
-  if (s.kept.empty()) {
-    // Until compressed: the whole prompt and look-ahead, reserved at admission.
-    return n_layers_ * heads.size() * ceil_div(s.prompt.size() + s.lookahead, bt);
-  }
+  if (s.kept.empty()) return n_layers_ * reserved_per_layer(rank, s);
   size_t n = 0;
   for (size_t l = 0; l < n_layers_; ++l) {
     for (size_t h : heads) n += ceil_div(s.kept[l * n_kv_heads_ + h] + s.appended, bt);
   }
   return n;
+}
+
+size_t Scheduler::reserved_per_layer(size_t rank, const ScheduledSeq& s) const {
+  const size_t bt = config_.block_tokens, n = s.prompt.size(), H = rank_heads_[rank].size();
+  const size_t whole = H * ceil_div(n + s.lookahead, bt);
+  const auto& c = s.compression;
+  // Chunks before the last, and look-ahead, hold the whole prompt; so do scope global and the
+  // pyramid policies, whose layers' totals differ.
+  if (s.lookahead > 0 || n > config_.prefill_chunk || c.scope == compression::Scope::kGlobal ||
+      c.keeps_everything(n) || n <= c.window) {
+    return whole;
+  }
+  // One forward, scope layer: each layer writes only its kept rows. SnapKV and streaming keep
+  // at most B tokens per head; Ada-KV's heads of a layer share H * B (plus one token of rounding
+  // per head), which bounds this rank's blocks only when it holds every head of the layer.
+  const size_t B = c.budget_per_head(n);
+  switch (c.policy) {
+    case compression::Policy::kSnapKV:
+    case compression::Policy::kStreaming:
+      return std::min(whole, H * ceil_div(B, bt));
+    case compression::Policy::kAdaKV:
+      if (H != n_kv_heads_ || c.rule != compression::Rule::kTopK) return whole;
+      return std::min(whole, ceil_div(H * (B + 1), bt) + H);
+    default:
+      return whole;
+  }
 }
 
 size_t Scheduler::growth(size_t rank, const ScheduledSeq& s) const {

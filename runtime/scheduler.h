@@ -11,7 +11,9 @@
 // so its output continues as if nothing happened.
 //
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
-// (the whole prompt until it is compressed, then its kept tokens plus the generated ones),
+// (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
+// chunks or waits for look-ahead, else what its policy keeps; then its kept tokens plus the
+// generated ones),
 // summed into blocks over the heads each rank holds. That is exactly what each rank's pool
 // holds after the step, so a shortage is found before it happens, never by a failed append.
 #pragma once
@@ -102,6 +104,9 @@ class Scheduler {
 
  private:
   size_t blocks(size_t rank, const ScheduledSeq& s) const;
+  // Blocks per layer `rank` reserves for s from admission until it is compressed: the peak its
+  // prefill really reaches there.
+  size_t reserved_per_layer(size_t rank, const ScheduledSeq& s) const;
   // Blocks on `rank` that one more token of s opens (heads whose last block is full).
   size_t growth(size_t rank, const ScheduledSeq& s) const;
   // End of the prompt chunk that starts at `start`.

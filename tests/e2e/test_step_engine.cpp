@@ -73,8 +73,12 @@ class StepEngine : public ::testing::Test {
       // Rank 0's pool holds what the scheduler accounts for it (at most its reservations).
       const size_t used = capacity - loop.free_blocks();
       const auto& sched = loop.scheduler();
-      if (!sched.releases_pending()) EXPECT_LE(used, sched.used_blocks(0));
-      if (sched.accounts_exactly()) EXPECT_EQ(used, sched.used_blocks(0));
+      if (!sched.releases_pending()) {
+        EXPECT_LE(used, sched.used_blocks(0));
+      }
+      if (sched.accounts_exactly()) {
+        EXPECT_EQ(used, sched.used_blocks(0));
+      }
     }
     EXPECT_EQ(loop.free_blocks(), capacity) << "blocks leaked";
     last_stats_ = loop.stats();

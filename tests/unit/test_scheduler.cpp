@@ -196,6 +196,46 @@ TEST(Scheduler, AccountsEachRanksOwnHeads) {
   EXPECT_EQ(sched.used_blocks(1), 2u);
 }
 
+TEST(Scheduler, ReservesThePeakThePrefillReaches) {
+  // 640 tokens, Ada-KV 10% (64 per head): one forward writes only the kept rows, so a layer's
+  // two heads reserve their shared 2 * 65 tokens (+ a block each for rounding), not 40 blocks.
+  auto ada = sequence(1, 640, 4, compression::Policy::kAdaKV);
+  ada->compression.budget_ratio = 0.1;
+  Scheduler one(config(1000, 1024), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  one.add(ada);
+  std::vector<EntryKind> kinds;
+  one.schedule(kinds);
+  EXPECT_EQ(one.used_blocks(0), 2u * (9 + 2));
+  // Prefilled in chunks, or waiting for look-ahead, it holds the whole prompt for a while.
+  auto chunked = sequence(2, 640, 4, compression::Policy::kAdaKV);
+  chunked->compression.budget_ratio = 0.1;
+  Scheduler small_chunks(config(1000, 256), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  small_chunks.add(chunked);
+  small_chunks.schedule(kinds);
+  EXPECT_EQ(small_chunks.used_blocks(0), 2u * 2 * 40);
+  auto ahead = sequence(3, 640, 4, compression::Policy::kAdaKV);
+  ahead->compression.budget_ratio = 0.1;
+  ahead->lookahead = 16;
+  Scheduler lookahead(config(1000, 1024), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  lookahead.add(ahead);
+  lookahead.schedule(kinds);
+  EXPECT_EQ(lookahead.used_blocks(0), 2u * 2 * 41);
+  // Two ranks of one head each: a head may take most of its layer's budget, so the whole.
+  auto split = sequence(4, 640, 4, compression::Policy::kAdaKV);
+  split->compression.budget_ratio = 0.1;
+  Scheduler tp(config(1000, 1024), tiny_model(), 2, model::LmHeadMode::kReplicated);
+  tp.add(split);
+  tp.schedule(kinds);
+  EXPECT_EQ(tp.used_blocks(1), 2u * 40);
+  // SnapKV: every head keeps exactly the budget.
+  auto snap = sequence(5, 640, 4, compression::Policy::kSnapKV);
+  snap->compression.budget_ratio = 0.1;
+  Scheduler s(config(1000, 1024), tiny_model(), 2, model::LmHeadMode::kReplicated);
+  s.add(snap);
+  s.schedule(kinds);
+  EXPECT_EQ(s.used_blocks(1), 2u * 4);
+}
+
 TEST(Scheduler, RefusesARequestThePoolCanNeverHold) {
   Scheduler sched(config(10, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
   try {
