@@ -54,6 +54,7 @@ PolicyRun run_from_json(const json& j, const std::string& where) {
   if (j.contains("pool_sink")) c.pool_sink = get<size_t>(j, "pool_sink", where);
   if (j.contains("pool_shift")) c.pool_shift = get<size_t>(j, "pool_shift", where);
   if (j.contains("lookahead")) c.lookahead = get<size_t>(j, "lookahead", where);
+  if (j.contains("min_keep")) c.min_keep = get<size_t>(j, "min_keep", where);
   if (j.contains("lookahead_weight")) {
     c.lookahead_weight = get<double>(j, "lookahead_weight", where);
   }

@@ -333,6 +333,7 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"pool_shift", c.pool_shift},
                     {"lookahead", c.lookahead},
                     {"lookahead_weight", c.lookahead_weight},
+                    {"min_keep", c.min_keep},
                     {"gqa", compression::to_string(c.gqa)},
                     {"budget_scores", compression::to_string(c.budget_scores)},
                     {"accuracy", num(r.accuracy(i))},

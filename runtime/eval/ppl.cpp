@@ -216,6 +216,7 @@ nlohmann::json to_json(const PplResult& r) {
                     {"budget_scores", compression::to_string(c.budget_scores)},
                     {"lookahead", c.lookahead},
                     {"lookahead_weight", c.lookahead_weight},
+                    {"min_keep", c.min_keep},
                     {"perplexity", num(r.perplexity(i))},
                     {"perplexity_by_length", per_length},
                     {"relative_to_full", num(r.perplexity(i) / r.perplexity(0))},
