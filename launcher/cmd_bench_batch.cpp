@@ -106,25 +106,31 @@ int run_bench_batch(const BenchBatchOptions& o) {
   base.max_num_batched_tokens = o.max_num_batched_tokens;
   base.max_num_seqs = std::max(o.requests, o.concurrency);
 
+  // Request i: its own prompt of n tokens, `max_tokens` generated whatever they are.
+  auto request = [&](size_t i, size_t n, size_t max_tokens,
+                     const compression::CompressionConfig& policy) {
+    runtime::GenerateRequest r;
+    r.prompt = prompt(text, i, n);
+    r.max_tokens = max_tokens;
+    r.stop_at_eos = false;
+    r.compression = policy;
+    r.kv_dtype = base.kv_dtype;
+    return r;
+  };
+
   // 1. Batching pays: the same decode, one sequence and N at once.
   {
     auto full = defaults;
     full.policy = compression::Policy::kFull;
-    auto request = [&](size_t i) {
-      runtime::GenerateRequest r;
-      r.prompt = prompt(text, i, o.concurrency_prompt);
-      r.max_tokens = o.concurrency_tokens;
-      r.stop_at_eos = false;
-      r.compression = full;
-      r.kv_dtype = base.kv_dtype;
-      return r;
-    };
     runtime::ServingConfig c = base;
     c.kv_pool_blocks =
         blocks_for(o.concurrency_prompt + o.concurrency_tokens) * (o.concurrency + 1);
-    const auto one = run_requests(engine, c, {request(0)});
+    const auto one =
+        run_requests(engine, c, {request(0, o.concurrency_prompt, o.concurrency_tokens, full)});
     std::vector<runtime::GenerateRequest> many;
-    for (size_t i = 0; i < o.concurrency; ++i) many.push_back(request(i));
+    for (size_t i = 0; i < o.concurrency; ++i) {
+      many.push_back(request(i, o.concurrency_prompt, o.concurrency_tokens, full));
+    }
     const auto batch = run_requests(engine, c, many);
     const double tps1 = one.stats.decode_only_tokens / std::max(one.stats.decode_only_s, 1e-9);
     const double tpsn = batch.stats.decode_only_tokens / std::max(batch.stats.decode_only_s, 1e-9);
@@ -156,13 +162,7 @@ int run_bench_batch(const BenchBatchOptions& o) {
     compression::parse_budget(budget, policy);
     std::vector<runtime::GenerateRequest> reqs;
     for (size_t i = 0; i < o.requests; ++i) {
-      runtime::GenerateRequest r;
-      r.prompt = prompt(text, i, o.prompt_tokens);
-      r.max_tokens = o.max_tokens;
-      r.stop_at_eos = false;
-      r.compression = policy;
-      r.kv_dtype = base.kv_dtype;
-      reqs.push_back(std::move(r));
+      reqs.push_back(request(i, o.prompt_tokens, o.max_tokens, policy));
     }
     const auto run = run_requests(engine, c, reqs);
     std::vector<double> ttft;
