@@ -1,4 +1,4 @@
-// The KV-compression flags shared by generate, eval and bench (DESIGN.md, "The CLI"):
+// The KV-compression flags shared by generate, batch, eval and bench:
 // --policy --budget --min-keep --window --alpha --scope --rule --pooling --pool-kernel
 // --pool-sink --pool-shift --gqa --lookahead --lookahead-weight --budget-scores --delta --b-min
 // --preset --kv-dtype. A preset file gives the defaults; flags given on the command line

@@ -1,5 +1,5 @@
 // One sequence's KV cache as plain contiguous float32 arrays, [layer][token][kv head][head_dim].
-// The uncompressed baseline; the head-paged cache of the Ada-KV issue replaces it for serving.
+// The uncompressed baseline; the head-paged cache (runtime/kv/) is what serving uses.
 #pragma once
 
 #include <vector>

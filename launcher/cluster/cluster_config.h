@@ -75,7 +75,7 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
 // Reads and parses a file; relative paths resolve against the file's folder. Throws ConfigError.
 ClusterConfig load_cluster_config(const std::string& path);
 
-// Checks that config.tp can shard the model (DESIGN.md: tp divides the attention heads and the
+// Checks that config.tp can shard the model (model/shard.h: tp divides the attention heads and the
 // ffn width; tp divides the KV heads, or is a multiple of them when KV heads are replicated).
 // Throws ConfigError naming the file, `tp` and the model.
 void check_tp_fits(const ClusterConfig& config, const model::ModelConfig& model,

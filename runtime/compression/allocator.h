@@ -32,7 +32,7 @@ struct GainMatrix {
   void fill_row(size_t r, const float* scores);
 };
 
-// Official Ada-KV rule (DESIGN.md), for a matrix with delta == 1: take the `total` largest
+// Official Ada-KV rule (arXiv 2407.11550), for a matrix with delta == 1: take the `total` largest
 // entries of the whole matrix (ties: lower row, then lower column first); count_h of them
 // fall in row h; row h keeps round(count_h * (1 - alpha) + floor(base * alpha)) tokens, capped
 // at prefix. round() is half-to-even, like torch.round in the official code. Because of the

@@ -16,7 +16,7 @@ enum class Policy {
   kAdaPyramid,  // pyramid layer budgets, then Ada-KV across the heads of each layer
 };
 enum class Scope { kLayer, kGlobal };       // allocate per layer, or across all layers at once
-enum class Rule { kTopK, kWaterfill };      // Ada-KV allocation rule (DESIGN.md)
+enum class Rule { kTopK, kWaterfill };      // Ada-KV allocation rule (allocator.h)
 enum class Pooling { kMax, kAvg };          // smoothing of scores along the sequence
 enum class GqaAggregation { kMean, kMax };  // query heads of a group -> one KV head score
 enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores that size budgets
