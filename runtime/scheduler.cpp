@@ -108,13 +108,6 @@ bool Scheduler::accounts_exactly() const {
                      [](const auto& s) { return !s->kept.empty(); });
 }
 
-bool Scheduler::fits(const std::vector<size_t>& extra) const {
-  for (size_t r = 0; r < rank_heads_.size(); ++r) {
-    if (used_blocks(r) + extra[r] > config_.kv_pool_blocks) return false;
-  }
-  return true;
-}
-
 size_t Scheduler::chunk_end(const ScheduledSeq& s, size_t start) const {
   const size_t n = s.prompt.size(), C = config_.prefill_chunk, W = s.compression.window;
   if (n <= C) return n;
@@ -185,6 +178,16 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     }
   }
 
+  // Blocks held at the start of the step on each rank; `extra` adds what this step's decodes open.
+  std::vector<size_t> used(P);
+  for (size_t r = 0; r < P; ++r) used[r] = used_blocks(r);
+  auto fits = [&](const std::vector<size_t>& extra) {
+    for (size_t r = 0; r < P; ++r) {
+      if (used[r] + extra[r] > config_.kv_pool_blocks) return false;
+    }
+    return true;
+  };
+
   // 1. One token for every sequence that decodes, oldest first; preempt the newest on shortage.
   std::vector<size_t> extra(P, 0), g(P);
   bool preempted = false;
@@ -199,6 +202,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     while (!fits(g)) {
       ScheduledSeq& victim = *resident_.back();
       gone = &victim == &s;
+      for (size_t r = 0; r < P; ++r) used[r] -= blocks(r, victim);
       preempt(victim, plan);
       preempted = true;
       if (gone) break;
@@ -245,9 +249,13 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     ScheduledSeq& s = *waiting_.front();
     const size_t first = chunk_end(s, 0);
     if (prefill_tokens > 0 && prefill_tokens + first > budget) break;
-    std::vector<size_t> need = extra;
-    for (size_t r = 0; r < P; ++r) need[r] += blocks(r, s);  // kept is empty: the reservation
+    std::vector<size_t> reserve(P), need = extra;
+    for (size_t r = 0; r < P; ++r) {
+      reserve[r] = blocks(r, s);  // kept is empty: the reservation
+      need[r] += reserve[r];
+    }
     if (!fits(need)) break;
+    for (size_t r = 0; r < P; ++r) used[r] += reserve[r];
     resident_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     s.phase = SeqPhase::kPrefilling;

@@ -111,8 +111,6 @@ class Scheduler {
   size_t growth(size_t rank, const ScheduledSeq& s) const;
   // End of the prompt chunk that starts at `start`.
   size_t chunk_end(const ScheduledSeq& s, size_t start) const;
-  // True when every rank can hold used + extra[r].
-  bool fits(const std::vector<size_t>& extra) const;
   void preempt(ScheduledSeq& s, StepPlan& plan);
 
   ServingConfig config_;
