@@ -49,7 +49,7 @@ class Server:
     def __init__(self, adakv, tp, extra, start_timeout_s=120.0):
         self.adakv, self.tp = adakv, tp
         self.env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
-        cmd = self.launcher() + [adakv, "serve", "--port", "0"] + extra
+        cmd = self.launcher() + [adakv, "serve", "--port", "0"] + self.threads() + extra
         self.cmd = cmd
         self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-serve-", suffix=".err")
         # Its own process group, so that a hung server can be killed with everything under it.
@@ -83,6 +83,10 @@ class Server:
 
     def launcher(self):
         return MPIRUN + ["-np", str(self.tp)] if self.tp > 1 else []
+
+    def threads(self):
+        # ranks sharing a few cores: one thread each (as the e2e tensor-parallel tests run them)
+        return ["--threads", "1"] if self.tp > 1 else []
 
     @property
     def base_url(self):
@@ -198,7 +202,8 @@ CHAT_Q = "What is the capital of France?"
 def generate_ref(prompt, max_tokens, chat=False, extra=()):
     """`adakv generate --prompt P --max-tokens N --temperature 0 --json` at the server's TP."""
     cmd = SERVER.launcher() + [SERVER.adakv, "generate", "--prompt", prompt, "--max-tokens",
-                               str(max_tokens), "--temperature", "0", "--json"] + list(extra)
+                               str(max_tokens), "--temperature", "0", "--json"] + SERVER.threads() \
+        + list(extra)
     if chat:
         cmd.append("--chat")
     p = subprocess.run(cmd, capture_output=True, text=True, env=SERVER.env, timeout=300)

@@ -94,7 +94,8 @@ class Server:
     @classmethod
     def start(cls, adakv, tp, flags, timeout_s=180):
         env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
-        cmd = (MPIRUN + ["-np", str(tp)] if tp > 1 else []) + [adakv, "serve", "--port", "0"] + flags
+        cmd = (MPIRUN + ["-np", str(tp)] if tp > 1 else []) + [adakv, "serve", "--port", "0"] + \
+            (["--threads", "1"] if tp > 1 else []) + flags
         err = tempfile.NamedTemporaryFile("wb", prefix="adakv-load-", suffix=".err", delete=False)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=err, env=env, start_new_session=True)
