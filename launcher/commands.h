@@ -1,6 +1,6 @@
 // The `adakv` subcommands. Each add_* registers its subcommand and options on the app; when
 // the subcommand is parsed, it stores the function that runs it in `selected`. A runner returns
-// the exit code: 0 ok, 1 runtime failure, 2 usage or not built yet.
+// the exit code: 0 ok, 1 runtime failure, 2 usage.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,7 +22,6 @@ void add_eval(CLI::App& app, Runner& selected);
 void add_eval_ppl(CLI::App* eval_app, Runner& selected);
 // `launch` needs the whole app: it checks the subcommand it runs on the ranks.
 void add_launch(CLI::App& app, Runner& selected);
-// Subcommands of the command-line contract not built yet; they say so and exit 2.
-void add_not_built_yet(CLI::App& app, Runner& selected);
+void add_serve(CLI::App& app, Runner& selected);
 
 }  // namespace adakv::cli

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   adakv::cli::add_profile(app, selected);
   adakv::cli::add_eval(app, selected);
   adakv::cli::add_launch(app, selected);
-  adakv::cli::add_not_built_yet(app, selected);
+  adakv::cli::add_serve(app, selected);
 
   try {
     app.parse(argc, argv);

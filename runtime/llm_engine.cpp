@@ -97,6 +97,7 @@ void LlmEngine::on_token(Active& a, int32_t token) {
   a.result.tokens.push_back(token);
   ++stats_.generated_tokens;
   if (s.output.size() == 1) a.first_token_at = now_s();
+  if (a.request.on_token) a.request.on_token(token);
   const auto& req = a.request.generate;
   if (req.stop_at_eos && token == s.eos) {
     a.text += a.stream.flush();

@@ -26,6 +26,7 @@ struct Request {
   std::function<void(std::string_view)> on_text;  // text as it is decided
   LogitsObserver on_logits;                       // each sampled row's logits
   std::function<void(GenerateResult&&)> on_done;  // the whole result, once
+  std::function<void(int32_t)> on_token;          // each sampled token, as it is sampled
 };
 
 struct LoopStats {

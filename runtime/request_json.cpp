@@ -34,11 +34,33 @@ long long integer(const json& v, const std::string& param, long long lo, long lo
   return x;
 }
 
+// A message's content: a string, or OpenAI's list of parts of which only text ones are known.
+std::string message_content(const json& turn) {
+  const auto it = turn.find("content");
+  if (it == turn.end() || !(it->is_string() || it->is_array())) {
+    bad("messages", "need a 'content' in every message: a string or a list of text parts");
+  }
+  if (it->is_string()) return it->get<std::string>();
+  std::string text;
+  for (const auto& part : *it) {
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      bad("messages", "content parts must be {\"type\": \"text\", \"text\": \"...\"}");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
 std::vector<int32_t> prompt_tokens(const json& body, const Engine& engine) {
   const bool has_prompt = body.contains("prompt"), has_messages = body.contains("messages");
   if (has_prompt == has_messages) bad("prompt", "or 'messages' must be given (one of them)");
   if (has_prompt) {
-    const json& p = body["prompt"];
+    // OpenAI's batch forms with one prompt: ["text"] or [[ids]].
+    const json& p = body["prompt"].is_array() && body["prompt"].size() == 1 &&
+                            (body["prompt"][0].is_string() || body["prompt"][0].is_array())
+                        ? body["prompt"][0]
+                        : body["prompt"];
     if (p.is_string()) {
       const auto ids = engine.tokenizer().encode(p.get<std::string>(), /*parse_special=*/false);
       if (ids.empty()) bad("prompt", "is empty");
@@ -65,10 +87,7 @@ std::vector<int32_t> prompt_tokens(const json& body, const Engine& engine) {
     if (role != "system" && role != "user" && role != "assistant") {
       bad("messages", "role must be system, user or assistant, got '" + role + "'");
     }
-    if (!turn.contains("content") || !turn["content"].is_string()) {
-      bad("messages", "need a string 'content' in every message");
-    }
-    turns.push_back({role, turn["content"].get<std::string>()});
+    turns.push_back({role, message_content(turn)});
   }
   return engine.tokenizer().encode(tokenizer::apply_chat_template(turns), /*parse_special=*/true);
 }

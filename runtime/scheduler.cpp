@@ -102,6 +102,24 @@ size_t Scheduler::used_blocks(size_t rank) const {
   return n;
 }
 
+size_t Scheduler::uncompressed_blocks(size_t rank) const {
+  const size_t per_head = n_layers_ * rank_heads_[rank].size();
+  size_t n = 0;
+  for (const auto& s : resident_) {
+    if (!s->kept.empty())
+      n += per_head * ceil_div(s->prompt.size() + s->appended, config_.block_tokens);
+  }
+  return n;
+}
+
+size_t Scheduler::compressed_blocks(size_t rank) const {
+  size_t n = 0;
+  for (const auto& s : resident_) {
+    if (!s->kept.empty()) n += blocks(rank, *s);
+  }
+  return n;
+}
+
 bool Scheduler::accounts_exactly() const {
   if (!to_release_.empty()) return false;
   return std::all_of(resident_.begin(), resident_.end(),

@@ -95,6 +95,10 @@ class Scheduler {
   // (prompt and look-ahead, uncompressed). Blocks of sequences that ended are not counted: they
   // are released first thing next step.
   size_t used_blocks(size_t rank) const;
+  // Blocks the compressed resident sequences would hold on `rank` uncompressed (prompt and
+  // generated tokens), next to what they hold (used_blocks counts both kinds): the saving.
+  size_t uncompressed_blocks(size_t rank) const;
+  size_t compressed_blocks(size_t rank) const;
   // True when used_blocks() is exactly what every rank's pool holds now: nothing waits for its
   // release and every resident sequence is compressed.
   bool accounts_exactly() const;

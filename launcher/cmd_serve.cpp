@@ -1,0 +1,177 @@
+// adakv serve: the OpenAI-compatible HTTP server (runtime/server/) over the serving loop.
+// Rank 0 of the TP job serves HTTP and runs the loop; the other ranks follow its plans.
+// SIGINT, SIGTERM (and SIGUSR1, which mpirun forwards to every rank) drain: no new requests,
+// those in flight get --drain-s seconds, then end with finish_reason "abort"; every rank stops
+// and the exit code is 0.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "kernels/ops.h"
+#include "launcher/commands.h"
+#include "launcher/compression_flags.h"
+#include "launcher/engine_flags.h"
+#include "launcher/generate_output.h"
+#include "launcher/job.h"
+#include "runtime/engine.h"
+#include "runtime/model_registry.h"
+#include "runtime/server/async_engine.h"
+#include "runtime/server/http_server.h"
+#include "runtime/server/openai_api.h"
+
+namespace adakv::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model, host = "127.0.0.1", served_name, api_key;
+  unsigned short port = 8000;
+  size_t max_queue = 256;
+  double drain_s = 30, max_body_mb = 16, max_header_kb = 16, timeout_s = 10;
+  int threads = 0;
+  EngineFlags engine;
+  CompressionFlags compression;
+};
+
+// The file's name without .gguf and without a quantization suffix (".Q4_1", ".F16"...).
+std::string default_served_name(const std::string& path) {
+  std::string stem = std::filesystem::path(path).stem().string();
+  static const std::regex quant(R"(^(.*)[.-]((I?Q\d.*)|F16|F32|BF16)$)", std::regex::icase);
+  std::smatch m;
+  if (std::regex_match(stem, m, quant) && m[1].length() > 0) return m[1];
+  return stem;
+}
+
+int run_serve(const ServeOptions& o) {
+  kernels::set_num_threads(o.threads);
+  const std::string model_path = runtime::resolve_model(o.model);
+  runtime::Engine engine(model_path, tp_group());
+  if (!engine.is_root()) {
+    // Only rank 0 decides when to stop; it tells the others (a signal that mpirun forwards to
+    // every rank must not end a follower in the middle of a step).
+    for (int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, SIG_IGN);
+    return engine.follow();
+  }
+
+  runtime::RequestDefaults defaults;
+  std::string source;
+  defaults.compression = o.compression.config(model_names(model_path), &source);
+  defaults.kv_dtype = o.compression.dtype();
+  const runtime::ServingConfig serving =
+      o.engine.config(engine.model().local_config(), defaults.kv_dtype);
+  if (o.max_queue == 0) throw std::invalid_argument("--max-queue must be at least 1");
+  if (o.drain_s < 0) throw std::invalid_argument("--drain-s must be >= 0");
+  if (o.max_body_mb <= 0 || o.max_header_kb <= 0 || o.timeout_s <= 0) {
+    throw std::invalid_argument("--max-body-mb, --max-header-kb and --timeout-s must be > 0");
+  }
+
+  server::ServerMetrics metrics;
+  server::AsyncEngine async(engine, serving, o.max_queue, metrics);
+  server::ApiConfig api_config;
+  api_config.model_name = o.served_name.empty() ? default_served_name(model_path) : o.served_name;
+  api_config.api_key = o.api_key;
+  api_config.defaults = defaults;
+  api_config.kv_dtype = o.compression.kv_dtype;
+  server::OpenAiApi api(engine, async, metrics, api_config);
+
+  boost::asio::io_context io(1);
+  server::HttpLimits limits;
+  limits.max_body_bytes = size_t(o.max_body_mb * 1048576.0);
+  limits.max_header_bytes = size_t(o.max_header_kb * 1024.0);
+  limits.timeout_s = o.timeout_s;
+  std::unique_ptr<server::HttpServer> http;
+  try {
+    http = std::make_unique<server::HttpServer>(
+        io, o.host, o.port, limits,
+        [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " +
+                             e.what());
+  }
+
+  std::atomic<int> signals_seen{0};
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.add(SIGUSR1);
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        // The first signal drains; a second one ends what is left at once.
+        const double drain = signals_seen++ == 0 ? o.drain_s : 0.0;
+        std::fprintf(stderr, "[adakv] signal %d: no new requests; draining for up to %.0f s\n", sig,
+                     drain);
+        http->stop_accepting();
+        async.shutdown(drain);
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+  std::thread io_thread([&io] { io.run(); });
+
+  print_settings(defaults.compression, source);
+  const size_t block_bytes =
+      kernels::KvBlockLayout{serving.block_tokens, engine.model().local_config().head_dim,
+                             serving.kv_dtype}
+          .block_bytes();
+  std::fprintf(stderr,
+               "[adakv] KV pool: %zu blocks (%.0f MiB per rank, %s), max %zu sequences, %zu "
+               "tokens per step, prefill chunks of %zu; TP %zu\n",
+               serving.kv_pool_blocks, serving.kv_pool_blocks * block_bytes / 1048576.0,
+               o.compression.kv_dtype.c_str(), serving.max_num_seqs, serving.max_num_batched_tokens,
+               serving.prefill_chunk, engine.tp_size());
+  std::fprintf(stderr, "[adakv] serving %s on http://%s:%u\n", api_config.model_name.c_str(),
+               o.host.c_str(), unsigned(http->port()));
+  std::fflush(stderr);
+
+  async.run();
+  int code = 0;
+  if (async.dead()) {
+    // /health answers 503 until someone stops the server.
+    code = 1;
+    while (signals_seen == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The last responses are posted to the I/O thread: let them go out.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (http->busy_exchanges() > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  io.stop();
+  io_thread.join();
+  engine.shutdown();
+  std::fprintf(stderr, "[adakv] stopped\n");
+  return code;
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app, Runner& selected) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (rank 0 of the TP job)");
+  sub->add_option("--model", o->model, "GGUF path or the default model's name");
+  sub->add_option("--host", o->host, "Address to bind (default 127.0.0.1)");
+  sub->add_option("--port", o->port, "TCP port (default 8000; 0: any free port)");
+  sub->add_option("--served-model-name", o->served_name,
+                  "The model's name in the API (default: the file's name without .gguf and "
+                  "its quantization)");
+  sub->add_option("--api-key", o->api_key, "Require `Authorization: Bearer KEY` on /v1 routes");
+  sub->add_option("--max-queue", o->max_queue,
+                  "Requests that may wait for admission; more get 429 (default 256)");
+  sub->add_option("--drain-s", o->drain_s,
+                  "On SIGINT/SIGTERM, seconds in-flight requests get to finish (default 30)");
+  sub->add_option("--max-body-mb", o->max_body_mb, "Largest request body, MiB (default 16)");
+  sub->add_option("--max-header-kb", o->max_header_kb, "Largest request header, KiB (default 16)");
+  sub->add_option("--timeout-s", o->timeout_s,
+                  "Seconds a header may take, an idle connection stays open, a write may stall "
+                  "(default 10)");
+  sub->add_option("--threads", o->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else all cores)");
+  o->engine.add_to(sub);
+  o->compression.default_min_keep = compression::kGenerateMinKeep;
+  o->compression.model_preset = true;
+  o->compression.add_to(sub);
+  sub->callback([o, &selected] { selected = [o] { return run_serve(*o); }; });
+}
+
+}  // namespace adakv::cli

@@ -1,0 +1,356 @@
+#include "runtime/server/openai_api.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "runtime/server/api_error.h"
+
+namespace adakv::server {
+namespace {
+
+using nlohmann::json;
+
+// Nesting beyond this is refused before it is built (hostile bodies nest 100,000 deep).
+constexpr int kMaxJsonDepth = 64;
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json parse_body(const std::string& body) {
+  if (body.empty())
+    throw runtime::RequestError("the request body is empty: send a JSON object", "");
+  return json::parse(body, [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) {
+      throw runtime::RequestError(
+          "the JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "");
+    }
+    return true;
+  });
+}
+
+bool truthy(const json& j) {
+  if (j.is_null()) return false;
+  if (j.is_boolean()) return j.get<bool>();
+  if (j.is_number()) return j.get<double>() != 0;
+  return true;
+}
+
+std::string new_id(const char* prefix) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)rng(),
+                (unsigned long long)(rng() & 0xffffffffu));
+  return buf;
+}
+
+long long unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double kept_tokens_per_head(const runtime::GenerateResult& r) {
+  const auto& rows = r.compression.budgets.empty() ? r.compression.kept : r.compression.budgets;
+  size_t sum = 0, heads = 0;
+  for (const auto& layer : rows) {
+    for (size_t k : layer) {
+      sum += k;
+      ++heads;
+    }
+  }
+  return heads ? double(sum) / double(heads) : double(r.prompt_tokens);
+}
+
+// What the request's cache kept (adakv's extension of the response).
+json kv_report(const runtime::GenerateResult& r, const compression::CompressionConfig& c,
+               const std::string& dtype) {
+  return {{"policy", compression::to_string(c.policy)},
+          {"settings", compression::describe(c)},
+          {"dtype", dtype},
+          {"full_bytes", r.kv_full_bytes},
+          {"kept_bytes", r.kv_kept_bytes},
+          {"kept_share", r.kv_full_bytes ? double(r.kv_kept_bytes) / double(r.kv_full_bytes) : 1.0},
+          {"kept_tokens_per_head", kept_tokens_per_head(r)},
+          {"preemptions", r.preemptions}};
+}
+
+json usage(size_t prompt, size_t completion) {
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+void reply_error(const std::shared_ptr<Exchange>& ex, int status, const std::string& message,
+                 const std::string& param = "", const Exchange::Headers& extra = {}) {
+  ex->respond(status, "application/json", error_body(status, message, param), extra);
+}
+
+// The per-request state the engine thread's callbacks share.
+struct Stream {
+  std::shared_ptr<Exchange> ex;
+  bool chat = false, streaming = false, include_usage = false;
+  std::string id, model, dtype;
+  long long created = 0;
+  compression::CompressionConfig compression;
+  bool started = false;  // streaming: header and first chunk sent
+
+  json chunk(json choice) const {
+    json c = {{"id", id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array({std::move(choice)})}};
+    if (include_usage) c["usage"] = nullptr;
+    return c;
+  }
+  void event(const json& j) const { ex->send("data: " + dump(j) + "\n\n"); }
+  void start() {
+    if (started) return;
+    started = true;
+    ex->start_stream("text/event-stream");
+    if (chat) {
+      event(chunk({{"index", 0},
+                   {"delta", {{"role", "assistant"}, {"content", ""}}},
+                   {"logprobs", nullptr},
+                   {"finish_reason", nullptr}}));
+    }
+  }
+  void text(std::string_view t) {
+    start();
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (chat) {
+      choice["delta"] = {{"content", std::string(t)}};
+    } else {
+      choice["text"] = std::string(t);
+    }
+    event(chunk(std::move(choice)));
+  }
+  void done(const runtime::GenerateResult& r) {
+    const json kv = kv_report(r, compression, dtype);
+    const size_t completion = r.tokens.size();
+    if (streaming) {
+      start();
+      json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+      if (chat) {
+        choice["delta"] = json::object();
+      } else {
+        choice["text"] = "";
+      }
+      json last = chunk(std::move(choice));
+      last["kv"] = kv;
+      event(last);
+      if (include_usage) {
+        json u = chunk({});
+        u["choices"] = json::array();
+        u["usage"] = usage(r.prompt_tokens, completion);
+        event(u);
+      }
+      ex->send("data: [DONE]\n\n");
+      ex->end();
+      return;
+    }
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else {
+      choice["text"] = r.text;
+    }
+    json body = {{"id", id},
+                 {"object", chat ? "chat.completion" : "text_completion"},
+                 {"created", created},
+                 {"model", model},
+                 {"choices", json::array({std::move(choice)})},
+                 {"usage", usage(r.prompt_tokens, completion)},
+                 {"kv", kv}};
+    ex->respond(200, "application/json", dump(body));
+  }
+  void error(int status, const std::string& message) {
+    if (!started) return reply_error(ex, status, message);
+    // Mid-stream: the status is sent already; the error travels as an event.
+    ex->send("data: " + error_body(status, message) + "\n\n");
+    ex->send("data: [DONE]\n\n");
+    ex->end();
+  }
+};
+
+}  // namespace
+
+OpenAiApi::OpenAiApi(const runtime::Engine& engine, AsyncEngine& async, ServerMetrics& metrics,
+                     ApiConfig config)
+    : engine_(engine),
+      async_(async),
+      metrics_(metrics),
+      config_(std::move(config)),
+      started_at_(unix_now()) {}
+
+void OpenAiApi::handle(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  std::string path(req.target());
+  if (const auto q = path.find('?'); q != std::string::npos) path.resize(q);
+  const auto method = req.method();
+
+  struct Route {
+    const char* path;
+    http::verb verb;
+  };
+  static const Route routes[] = {{"/health", http::verb::get},
+                                 {"/metrics", http::verb::get},
+                                 {"/v1/models", http::verb::get},
+                                 {"/v1/completions", http::verb::post},
+                                 {"/v1/chat/completions", http::verb::post}};
+  const Route* route = nullptr;
+  for (const auto& r : routes) {
+    if (path == r.path) route = &r;
+  }
+  if (!route) return reply_error(ex, 404, "no route " + path);
+  if (method != route->verb) {
+    const char* allowed = route->verb == http::verb::get ? "GET" : "POST";
+    return reply_error(ex, 405,
+                       "method " + std::string(req.method_string()) + " is not allowed on " + path +
+                           "; use " + allowed,
+                       "", {{"Allow", allowed}});
+  }
+  if (path == "/health") {
+    if (!async_.accepting()) {
+      return reply_error(ex, 503,
+                         async_.dead() ? "the engine is dead" : "the server is shutting down");
+    }
+    return ex->respond(200, "text/plain", "");
+  }
+  if (path == "/metrics") {
+    return ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render());
+  }
+  if (!config_.api_key.empty()) {
+    const auto auth = req.find(http::field::authorization);
+    if (auth == req.end() || auth->value() != "Bearer " + config_.api_key) {
+      return reply_error(ex, 401, "a valid API key is required: Authorization: Bearer <key>");
+    }
+  }
+  if (path == "/v1/models") return models(ex);
+  completion(ex, path == "/v1/chat/completions");
+}
+
+void OpenAiApi::models(const std::shared_ptr<Exchange>& ex) {
+  const json model = {{"id", config_.model_name},   {"object", "model"},
+                      {"created", started_at_},     {"owned_by", "adakv"},
+                      {"root", config_.model_name}, {"max_model_len", engine_.context_length()}};
+  ex->respond(200, "application/json", dump({{"object", "list"}, {"data", json::array({model})}}));
+}
+
+void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
+  if (!async_.accepting()) {
+    return reply_error(ex, 503,
+                       async_.dead() ? "the engine is dead" : "the server is shutting down");
+  }
+  auto state = std::make_shared<Stream>();
+  runtime::Request request;
+  try {
+    json body;
+    try {
+      body = parse_body(ex->request().body());
+    } catch (const json::exception& e) {
+      throw runtime::RequestError(std::string("the body is not valid JSON: ") + e.what(), "");
+    }
+    if (!body.is_object()) throw runtime::RequestError("the body must be a JSON object", "");
+    if (body.contains("model") && !body["model"].is_null()) {
+      if (!body["model"].is_string())
+        throw runtime::RequestError("'model' must be a string", "model");
+      if (body["model"] != config_.model_name) {
+        return reply_error(ex, 404,
+                           "the model '" + body["model"].get<std::string>() +
+                               "' does not exist; this server serves '" + config_.model_name + "'",
+                           "model");
+      }
+    }
+    const char* input = chat ? "messages" : "prompt";
+    if (!body.contains(input))
+      throw runtime::RequestError(std::string("'") + input + "' is required", input);
+    body.erase(chat ? "prompt" : "messages");
+    for (const char* unsupported :
+         {"logprobs", "top_logprobs", "echo", "suffix", "tools", "functions", "response_format"}) {
+      if (body.contains(unsupported) && truthy(body[unsupported])) {
+        throw runtime::RequestError(std::string("'") + unsupported + "' is not supported",
+                                    unsupported);
+      }
+    }
+    if (body.contains("best_of") && !body["best_of"].is_null() && body["best_of"] != 1) {
+      throw runtime::RequestError("'best_of' must be 1", "best_of");
+    }
+    if (body.contains("stream") && !body["stream"].is_null()) {
+      if (!body["stream"].is_boolean())
+        throw runtime::RequestError("'stream' must be true or false", "stream");
+      state->streaming = body["stream"].get<bool>();
+    }
+    if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+      const json& o = body["stream_options"];
+      if (!o.is_object())
+        throw runtime::RequestError("'stream_options' must be an object", "stream_options");
+      if (o.contains("include_usage") && !o["include_usage"].is_null()) {
+        if (!o["include_usage"].is_boolean()) {
+          throw runtime::RequestError("'stream_options.include_usage' must be true or false",
+                                      "stream_options");
+        }
+        state->include_usage = o["include_usage"].get<bool>();
+      }
+    }
+
+    request = runtime::request_from_json(body, engine_, config_.defaults);
+    const size_t context = engine_.context_length(), n_prompt = request.generate.prompt.size();
+    if (n_prompt >= context) {
+      throw runtime::RequestError(
+          "the prompt has " + std::to_string(n_prompt) + " tokens; this model's context holds " +
+              std::to_string(context) + " (the prompt plus at least one generated token)",
+          input);
+    }
+    const bool explicit_max =
+        (body.contains("max_tokens") && !body["max_tokens"].is_null()) ||
+        (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null());
+    if (explicit_max && n_prompt + request.generate.max_tokens > context) {
+      throw runtime::RequestError(
+          "the prompt has " + std::to_string(n_prompt) + " tokens and max_tokens asks for " +
+              std::to_string(request.generate.max_tokens) + " more; this model's context holds " +
+              std::to_string(context),
+          body.contains("max_tokens") ? "max_tokens" : "max_completion_tokens");
+    }
+    // OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat.
+    if (!explicit_max)
+      request.generate.max_tokens =
+          chat ? context - n_prompt : std::min<size_t>(16, context - n_prompt);
+  } catch (const runtime::RequestError& e) {
+    return reply_error(ex, 400, e.what(), e.param());
+  } catch (const std::invalid_argument& e) {
+    return reply_error(ex, 400, e.what());
+  }
+
+  state->ex = ex;
+  state->chat = chat;
+  state->id = new_id(chat ? "chatcmpl-" : "cmpl-");
+  state->model = config_.model_name;
+  state->dtype = config_.kv_dtype;
+  state->created = unix_now();
+  state->compression = request.generate.compression;
+  if (state->streaming) {
+    request.on_text = [state](std::string_view t) { state->text(t); };
+  }
+  request.on_done = [state](runtime::GenerateResult&& r) { state->done(r); };
+  Submission s;
+  s.request = std::move(request);
+  s.arrived_s = AsyncEngine::now_s();
+  s.on_error = [state](int status, const std::string& message) { state->error(status, message); };
+  const uint64_t ticket = async_.new_ticket();
+  switch (async_.submit(ticket, std::move(s))) {
+    case SubmitStatus::kQueued:
+      ex->on_disconnect([this, ticket] { async_.abort(ticket); });
+      break;
+    case SubmitStatus::kQueueFull:
+      return reply_error(ex, 429, "too many requests are waiting; retry later", "",
+                         {{"Retry-After", "1"}});
+    case SubmitStatus::kClosed:
+      return reply_error(ex, 503,
+                         async_.dead() ? "the engine is dead" : "the server is shutting down");
+  }
+}
+
+}  // namespace adakv::server
