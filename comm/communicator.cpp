@@ -52,6 +52,10 @@ void Communicator::broadcast(void* data, size_t bytes, int root) {
   do_broadcast(data, bytes, root);
 }
 
+void Communicator::broadcast_patiently(void* data, size_t bytes, int root) {
+  do_broadcast_patiently(data, bytes, root);
+}
+
 void Communicator::barrier() {
   do_barrier();
 }

@@ -41,6 +41,9 @@ class Communicator {
   void all_gather(const float* in, size_t n, float* out);
   // data[0..bytes) <- root's data[0..bytes).
   void broadcast(void* data, size_t bytes, int root = 0);
+  // The same, for a rank that may wait long (a follower idle between requests): it waits
+  // without spinning a core. Every rank of the broadcast must call this one.
+  void broadcast_patiently(void* data, size_t bytes, int root = 0);
   void barrier();
 
   const CommStats& stats() const { return stats_; }
@@ -50,6 +53,9 @@ class Communicator {
   virtual void do_all_reduce(float* data, size_t n, ReduceOp op) = 0;
   virtual void do_all_gather(const float* in, size_t n, float* out) = 0;
   virtual void do_broadcast(void* data, size_t bytes, int root) = 0;
+  virtual void do_broadcast_patiently(void* data, size_t bytes, int root) {
+    do_broadcast(data, bytes, root);
+  }
   virtual void do_barrier() = 0;
 
  private:

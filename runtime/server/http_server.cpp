@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -55,7 +56,7 @@ std::string chunk(const std::string& data) {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<HttpServer::Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
+      : stream_(std::move(socket)), timer_(stream_.get_executor()), shared_(std::move(shared)) {
     ++shared_->connections;
   }
   ~Session() { --shared_->connections; }
@@ -97,22 +98,42 @@ class Session : public std::enable_shared_from_this<Session> {
   net::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
+  // Reads run under their own timer (not the stream's, which would close the socket before a
+  // 408 could be written): when it fires, the read is cancelled and timed_out_ says why.
+  void arm_timer(double seconds) {
+    stream_.expires_never();
+    timed_out_ = false;
+    timer_.expires_after(ms(seconds));
+    timer_.async_wait([weak = weak_from_this()](beast::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->closed_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
   void read_header() {
     parser_.emplace();
     parser_->header_limit(uint32_t(std::min<size_t>(shared_->limits.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(shared_->limits.max_body_bytes);
-    stream_.expires_after(ms(shared_->limits.timeout_s));
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+    arm_timer(shared_->limits.timeout_s);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->timer_.cancel();
+                              self->on_header(ec);
+                            });
   }
 
   void on_header(beast::error_code ec) {
-    if (ec == beast::error::timeout) {
+    if (timed_out_) {
       // Idle between requests: close quietly. Part of a header came: it was too slow.
-      if (buffer_.size() > 0) return reject(408, "the request's header did not arrive in time");
+      if (buffer_.size() > 0 || parser_->got_some()) {
+        return reject(408, "the request's header did not arrive in time");
+      }
       return close();
     }
+    if (ec == http::error::body_limit) return reject_body_too_large();
     if (ec == http::error::header_limit) {
       return reject(431, "the request's header is larger than the limit of " +
                              std::to_string(shared_->limits.max_header_bytes) + " bytes");
@@ -122,6 +143,12 @@ class Session : public std::enable_shared_from_this<Session> {
       return close();
     }
     if (ec) return reject(400, "malformed HTTP request: " + ec.message());
+    // A transfer coding other than chunked last leaves the body's end unknown (RFC 9112 6.3):
+    // reading on would take the body for the next request.
+    const auto& fields = parser_->get();
+    if (fields.find(http::field::transfer_encoding) != fields.end() && !parser_->chunked()) {
+      return reject(400, "unsupported Transfer-Encoding: only chunked is understood");
+    }
     const auto length = parser_->content_length();
     if (length && *length > shared_->limits.max_body_bytes) return reject_body_too_large();
     if (parser_->is_done()) return dispatch();
@@ -131,16 +158,17 @@ class Session : public std::enable_shared_from_this<Session> {
       queue("HTTP/1.1 100 Continue\r\n\r\n");
     }
     // The body may take longer than a header: a few times the timeout.
-    stream_.expires_after(ms(4 * shared_->limits.timeout_s));
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+    arm_timer(4 * shared_->limits.timeout_s);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->timer_.cancel();
+                       self->on_body(ec);
+                     });
   }
 
   void on_body(beast::error_code ec) {
+    if (timed_out_) return reject(408, "the request's body did not arrive in time");
     if (ec == http::error::body_limit) return reject_body_too_large();
-    if (ec == beast::error::timeout)
-      return reject(408, "the request's body did not arrive in time");
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == net::error::connection_reset) {
       return close();
@@ -279,6 +307,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
+  net::steady_timer timer_;
   std::shared_ptr<HttpServer::Shared> shared_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -287,6 +316,7 @@ class Session : public std::enable_shared_from_this<Session> {
   char sink_[65536];
   bool writing_ = false, watching_ = false, response_done_ = false;
   bool keep_alive_ = true, closing_ = false, closed_ = false, counted_busy_ = false;
+  bool timed_out_ = false;
 };
 
 Exchange::Exchange(std::shared_ptr<Session> session, http::request<http::string_body> request)

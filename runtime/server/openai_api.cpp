@@ -268,8 +268,14 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
     if (!body.contains(input))
       throw runtime::RequestError(std::string("'") + input + "' is required", input);
     body.erase(chat ? "prompt" : "messages");
+    // response_format {"type": "text"} is the default some clients send.
+    if (body.contains("response_format") && !body["response_format"].is_null() &&
+        body["response_format"] != json{{"type", "text"}}) {
+      throw runtime::RequestError("only 'response_format' {\"type\": \"text\"} is supported",
+                                  "response_format");
+    }
     for (const char* unsupported :
-         {"logprobs", "top_logprobs", "echo", "suffix", "tools", "functions", "response_format"}) {
+         {"logprobs", "top_logprobs", "echo", "suffix", "tools", "functions"}) {
       if (body.contains(unsupported) && truthy(body[unsupported])) {
         throw runtime::RequestError(std::string("'") + unsupported + "' is not supported",
                                     unsupported);
