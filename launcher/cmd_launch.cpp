@@ -114,8 +114,10 @@ int exec_command(const std::vector<std::string>& argv) {
 }
 
 int run_launch(CLI::App& app, const LaunchOptions& o) {
-  const cluster::ClusterConfig config = cluster::load_cluster_config(o.cluster);
+  cluster::ClusterConfig config = cluster::load_cluster_config(o.cluster);
   check_model_here(config);
+  // A server runs until it is stopped: the config's job timeout is for batch work.
+  if (!o.args.empty() && o.args[0] == "serve") config.mpi.timeout_s = 0;
 
   std::vector<std::string> program;
   if (!o.exec.empty()) {
