@@ -49,6 +49,10 @@ class Server:
     def __init__(self, adakv, tp, extra, start_timeout_s=120.0):
         self.adakv, self.tp = adakv, tp
         self.env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
+        # Idle CPU threads sleep instead of spinning: on a few cores shared with other jobs (ctest -j,
+        # a compile) spinning threads slow every run down several times. OMP_WAIT_POLICY=active
+        # in the environment keeps spinning.
+        self.env.setdefault("OMP_WAIT_POLICY", "passive")
         cmd = self.launcher() + [adakv, "serve", "--port", "0"] + self.threads() + extra
         self.cmd = cmd
         self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-serve-", suffix=".err")
@@ -252,6 +256,20 @@ def tearDownModule():
         SERVER.fail(f"exited with {rc} after {sig.name} (expected 0)")
 
 
+DURATIONS = {}
+
+
+class TimedTest(unittest.TestCase):
+    """Records each test's wall time (printed, slowest first, at the end)."""
+
+    def setUp(self):
+        self._t0 = time.monotonic()
+        self.c = client()
+
+    def tearDown(self):
+        DURATIONS[self.id().split(".", 1)[-1]] = time.monotonic() - self._t0
+
+
 def client(**kw):
     return openai.OpenAI(base_url=SERVER.base_url, api_key="unused", max_retries=0, timeout=300,
                          **kw)
@@ -261,10 +279,7 @@ def client(**kw):
 # Tests
 
 
-class Completions(unittest.TestCase):
-    def setUp(self):
-        self.c = client()
-
+class Completions(TimedTest):
     def test_served_name(self):
         self.assertEqual(SERVER.name, DEFAULT_NAME)
 
@@ -426,7 +441,7 @@ class Completions(unittest.TestCase):
 
     def test_greedy_equals_generate_default_compression(self):
         # long enough that the default policy (the model's preset) really evicts
-        prompt = long_text(800, offset=100) + "\n\nIn short, this License"
+        prompt = long_text(560, offset=100) + "\n\nIn short, this License"
         ref = generate_ref(prompt, 10)
         r = self.c.completions.create(model=SERVER.name, prompt=prompt, max_tokens=10,
                                       temperature=0)
@@ -454,10 +469,65 @@ class Completions(unittest.TestCase):
         self.assertEqual(kvf["full_bytes"], kv["full_bytes"])
 
 
-class Chat(unittest.TestCase):
-    def setUp(self):
-        self.c = client()
+    def test_concurrent_greedy_same_as_alone(self):
+        prompts = [SHORT, "Once upon a time", "def fibonacci(n):", long_text(120, offset=400)]
+        kw = dict(model=SERVER.name, max_tokens=10, temperature=0, extra_body={"ignore_eos": True})
+        alone = [self.c.completions.create(prompt=p, **kw).choices[0].text for p in prompts]
+        together = [None] * len(prompts)
+        errors = []
 
+        def one(i):
+            try:
+                together[i] = client().completions.create(prompt=prompts[i], **kw).choices[0].text
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        self.assertEqual(errors, [])
+        self.assertEqual(together, alone, "greedy text in a batch differs from alone")
+
+    def test_unicode_stream(self):
+        # multi-byte characters split across tokens: the stream must not cut them
+        kw = dict(model=SERVER.name, prompt="Tokyo in Japanese is 東京. Osaka in Japanese is",
+                  max_tokens=12, temperature=0, extra_body={"ignore_eos": True})
+        full = self.c.completions.create(**kw).choices[0].text
+        pieces = [ch.choices[0].text for ch in self.c.completions.create(stream=True, **kw)
+                  if ch.choices]
+        self.assertEqual("".join(pieces), full)
+        self.assertNotIn("\ufffd", full)
+
+    def test_pipelined_keep_alive(self):
+        # two requests written at once on one connection: answered in order
+        bodies = [json.dumps({"prompt": SHORT, "max_tokens": n, "ignore_eos": True}).encode()
+                  for n in (3, 1)]
+        req = b"".join(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                       b"\r\nContent-Length: " + str(len(b)).encode() + b"\r\n\r\n" + b
+                       for b in bodies)
+        with socket.create_connection((SERVER.host, SERVER.port), timeout=60) as s:
+            s.sendall(req)
+            f = s.makefile("rb")
+            got = []
+            for _ in bodies:
+                status = f.readline()
+                self.assertIn(b" 200 ", status)
+                length = None
+                while True:
+                    h = f.readline().strip()
+                    if not h:
+                        break
+                    k, _, v = h.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v)
+                self.assertIsNotNone(length, "a non-streaming answer without Content-Length")
+                got.append(json.loads(f.read(length))["usage"]["completion_tokens"])
+        self.assertEqual(got, [3, 1])
+
+
+class Chat(TimedTest):
     def test_chat_non_streaming_and_usage(self):
         r = self.c.chat.completions.create(model=SERVER.name, max_tokens=24, temperature=0,
                                            messages=[{"role": "user", "content": CHAT_Q}])
@@ -522,10 +592,7 @@ class Chat(unittest.TestCase):
         self.assertEqual(r.usage.completion_tokens, 3)
 
 
-class Errors(unittest.TestCase):
-    def setUp(self):
-        self.c = client()
-
+class Errors(TimedTest):
     def bad(self, param, fn, **kw):
         with self.assertRaises(openai.BadRequestError) as cm:
             fn(**kw)
@@ -593,7 +660,7 @@ class Errors(unittest.TestCase):
         self.assertEqual(status, 405, body)
 
 
-class Metrics(unittest.TestCase):
+class Metrics(TimedTest):
     GAUGES = ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
               "kv_cache_free_blocks", "kv_cache_total_blocks", "kv_cache_bytes_held",
               "kv_cache_bytes_saved"]
@@ -665,7 +732,7 @@ class Metrics(unittest.TestCase):
         self.assertEqual(saved, kv["full_bytes"] - kv["kept_bytes"])
 
 
-class Disconnect(unittest.TestCase):
+class Disconnect(TimedTest):
     def idle_pool(self, timeout=15.0):
         deadline = time.monotonic() + timeout
         while True:
@@ -724,6 +791,86 @@ class Disconnect(unittest.TestCase):
         self.assertEqual(SERVER.get("/health")[0], 200)
 
 
+class ApiKeyAndDrain(TimedTest):
+    """A second server with --api-key and a short --drain-s: 401s, then SIGTERM mid-request."""
+
+    def test_api_key_then_drain(self):
+        key = "sk-test-key"
+        srv = Server(ARGS.adakv, ARGS.tp, ["--kv-pool-mb", "256", "--api-key", key, "--drain-s", "2",
+                                           "--max-body-mb", "0.01", "--max-header-kb", "2",
+                                           "--timeout-s", "2"]
+                     + shlex.split(ARGS.server_args), start_timeout_s=ARGS.start_timeout)
+        try:
+            # /health and /metrics need no key; /v1/* do
+            self.assertEqual(srv.get("/health")[0], 200)
+            self.assertEqual(srv.get("/metrics")[0], 200)
+            status, body, _ = srv.raw("GET", "/v1/models")
+            self.assertEqual(status, 401, body)
+            self.assertEqual(json.loads(body)["error"]["type"], "authentication_error")
+            c = openai.OpenAI(base_url=f"http://{srv.host}:{srv.port}/v1", api_key="wrong",
+                              max_retries=0, timeout=60)
+            with self.assertRaises(openai.AuthenticationError):
+                c.completions.create(model=srv.name, prompt=SHORT, max_tokens=2)
+            c = openai.OpenAI(base_url=f"http://{srv.host}:{srv.port}/v1", api_key=key,
+                              max_retries=0, timeout=120)
+            self.assertEqual(c.models.list().data[0].id, srv.name)
+            r = c.completions.create(model=srv.name, prompt=SHORT, max_tokens=2)
+            self.assertEqual(r.usage.completion_tokens, 2)
+
+            # limits: a body over --max-body-mb (10 KiB) -> 413, headers over --max-header-kb
+            # (2 KiB) -> 431, headers not finished within --timeout-s (2 s) -> 408
+            auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            big = json.dumps({"prompt": "x " * 8000, "max_tokens": 1})
+            self.assertEqual(srv.raw("POST", "/v1/completions", big, auth)[0], 413)
+            self.assertEqual(srv.raw("GET", "/v1/models", None,
+                                     dict(auth, **{"X-Filler": "y" * 4000}))[0], 431)
+            with socket.create_connection((srv.host, srv.port), timeout=20) as sk:
+                sk.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")  # never finished
+                t0 = time.monotonic()
+                answer = b""
+                while True:
+                    part = sk.recv(4096)
+                    if not part:
+                        break
+                    answer += part
+                self.assertIn(b" 408 ", answer.split(b"\r\n", 1)[0] + b" ",
+                              f"after {time.monotonic() - t0:.1f}s: {answer[:200]!r}")
+                self.assertLess(time.monotonic() - t0, 10)
+            self.assertEqual(srv.get("/health")[0], 200)
+
+            # SIGTERM while a long stream runs: it gets --drain-s (2 s) to finish, then ends with
+            # finish_reason "abort"; the server exits 0.
+            stream = c.completions.create(model=srv.name, prompt=SHORT, max_tokens=4000,
+                                          temperature=0, stream=True,
+                                          stream_options={"include_usage": True},
+                                          extra_body={"ignore_eos": True, "kv_policy": "full"})
+            it = iter(stream)
+            first = next(it)
+            self.assertTrue(first.choices)
+            sig = signal.SIGUSR1 if ARGS.tp > 1 else signal.SIGTERM
+            t0 = time.monotonic()
+            srv.proc.send_signal(sig)
+            time.sleep(0.3)
+            try:
+                status = srv.get("/health", timeout=5)[0]
+            except OSError as e:
+                status = f"refused ({e.__class__.__name__})"
+            self.assertIn(status, (503,) if isinstance(status, int) else (status,),
+                          "/health while draining")
+            rest = list(it)
+            waited = time.monotonic() - t0
+            finishes = [ch.choices[0].finish_reason for ch in [first] + rest
+                        if ch.choices and ch.choices[0].finish_reason]
+            self.assertEqual(finishes, ["abort"], f"after {waited:.1f}s")
+            self.assertEqual(rest[-1].choices, [])
+            self.assertLess(rest[-1].usage.completion_tokens, 4000)
+            self.assertLess(waited, 15, "the stream outlived --drain-s 2 by far")
+            rc = srv.stop(sig, timeout_s=30)
+            self.assertEqual(rc, 0, f"exit status after {sig.name}\n{srv.stderr()}")
+        finally:
+            srv.kill()
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -741,6 +888,8 @@ def main():
     ARGS.adakv = os.path.abspath(ARGS.adakv)
     t0 = time.monotonic()
     prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False)
+    slow = sorted(DURATIONS.items(), key=lambda kv: -kv[1])[:8]
+    print("[test] slowest: " + ", ".join(f"{n} {d:.1f}s" for n, d in slow), file=sys.stderr)
     print(f"[test] {prog.result.testsRun} tests in {time.monotonic() - t0:.1f}s", file=sys.stderr)
     sys.exit(0 if prog.result.wasSuccessful() else 1)
 

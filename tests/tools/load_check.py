@@ -94,6 +94,9 @@ class Server:
     @classmethod
     def start(cls, adakv, tp, flags, timeout_s=180):
         env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
+        # idle CPU threads sleep rather than spin (the clients share the cores); override with
+        # OMP_WAIT_POLICY=active in the environment
+        env.setdefault("OMP_WAIT_POLICY", "passive")
         cmd = (MPIRUN + ["-np", str(tp)] if tp > 1 else []) + [adakv, "serve", "--port", "0"] + \
             (["--threads", "1"] if tp > 1 else []) + flags
         err = tempfile.NamedTemporaryFile("wb", prefix="adakv-load-", suffix=".err", delete=False)
@@ -421,7 +424,8 @@ def probe(a, prompt):
         path = f.name
     cmd = [a.adakv, "generate", "--prompt-file", path, "--max-tokens", "1", "--temperature", "0",
            "--policy", "full", "--json", "--threads", "1"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive")))
     os.unlink(path)
     if p.returncode != 0:
         sys.exit(f"{shlex.join(cmd)} failed:\n{p.stderr}")
