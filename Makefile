@@ -1,6 +1,6 @@
 # The two commands of the README, and their parts. Each target does its own setup.
 #   make demo   long-prompt generation on the default model
-#   make test   every test: unit, corrupt-file suite under ASan+UBSan, real-model end-to-end
+#   make test   every test: unit, hostile files and HTTP requests under ASan+UBSan, real model
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc)
@@ -38,11 +38,13 @@ demo: setup $(BUILD)/build.ninja
 test: build test-asan
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
 
-# The GGUF reader meets hostile files: run its corrupt-file suite with sanitizers.
+# Hostile input under AddressSanitizer + UndefinedBehaviorSanitizer: corrupt GGUF files for the
+# reader, and malformed or hostile HTTP requests for `adakv serve`.
 test-asan: setup
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON $(CMAKE_FLAGS)
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv_corrupt_file_tests
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv_corrupt_file_tests adakv
 	$(BUILD_ASAN)/tests/adakv_corrupt_file_tests
+	python3 tests/server/bad_input_suite.py --adakv $(BUILD_ASAN)/adakv
 
 # Prefill/decode tokens/s at 512, 2048 and 8000 tokens, next to llama.cpp on the same file.
 bench: build
