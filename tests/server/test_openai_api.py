@@ -53,7 +53,8 @@ class Server:
         # a compile) spinning threads slow every run down several times. OMP_WAIT_POLICY=active
         # in the environment keeps spinning.
         self.env.setdefault("OMP_WAIT_POLICY", "passive")
-        cmd = self.launcher() + [adakv, "serve", "--port", "0"] + self.threads() + extra
+        cmd = self.launcher() + [adakv, "serve", "--port", "0"] + \
+            ([] if "--threads" in extra else self.threads()) + extra
         self.cmd = cmd
         self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-serve-", suffix=".err")
         # Its own process group, so that a hung server can be killed with everything under it.
@@ -129,10 +130,12 @@ class Server:
             raise AssertionError(f"GET /metrics -> {status}: {text[:500]}")
         return parse_metrics(text), text, headers
 
-    def stop(self, sig, timeout_s=60):
-        """Signals the server (or mpirun) and returns its exit code; kills it after timeout_s."""
+    def stop(self, sig, timeout_s=60, signalled=False):
+        """Signals the server (or mpirun) and returns its exit code; kills it after timeout_s.
+        signalled: the signal was sent already; only wait (a second one may mean "now")."""
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            if not signalled:
+                self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -865,7 +868,7 @@ class ApiKeyAndDrain(TimedTest):
             self.assertEqual(rest[-1].choices, [])
             self.assertLess(rest[-1].usage.completion_tokens, 4000)
             self.assertLess(waited, 15, "the stream outlived --drain-s 2 by far")
-            rc = srv.stop(sig, timeout_s=30)
+            rc = srv.stop(sig, timeout_s=30, signalled=True)
             self.assertEqual(rc, 0, f"exit status after {sig.name}\n{srv.stderr()}")
         finally:
             srv.kill()

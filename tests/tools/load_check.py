@@ -17,10 +17,10 @@ midway through their stream (after half their tokens). The others must complete 
 once idle the pool's free blocks must return to its total.
 
 Not part of CI (the full run takes minutes on a few cores); --small is the short version
-(12 clients, prompts of 300-800 tokens, max_tokens 24, a tiny pool; ~2-3 minutes on 2 cores).
+(12 clients, prompts of 80-240 tokens, max_tokens 96, a pool for 3; ~1-2 minutes on 2 cores).
 
   python3 tests/tools/load_check.py [--adakv build/adakv] [--clients 64] [--policy full]
-      [--max-tokens 48] [--fit 8 | --pool-mb MB] [--disconnect-share 0.25] [--small] [--tp 1]
+      [--max-tokens 128] [--fit 8 | --pool-mb MB] [--disconnect-share 0.25] [--small] [--tp 1]
       [--url http://127.0.0.1:8000 (a running server: no start/stop, no pool sizing)]
 
 Exit status 0 when every assertion holds; the summary says which did not.
@@ -98,7 +98,7 @@ class Server:
         # OMP_WAIT_POLICY=active in the environment
         env.setdefault("OMP_WAIT_POLICY", "passive")
         cmd = (MPIRUN + ["-np", str(tp)] if tp > 1 else []) + [adakv, "serve", "--port", "0"] + \
-            (["--threads", "1"] if tp > 1 else []) + flags
+            (["--threads", "1"] if tp > 1 and "--threads" not in flags else []) + flags
         err = tempfile.NamedTemporaryFile("wb", prefix="adakv-load-", suffix=".err", delete=False)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=err, env=env, start_new_session=True)
@@ -441,11 +441,11 @@ def main():
     ap.add_argument("--url", help="use this running server (no start/stop, no pool sizing)")
     ap.add_argument("--tp", type=int, default=1, help="ranks (mpirun -np) of the started server")
     ap.add_argument("--small", action="store_true",
-                    help="12 clients, prompts 300-800 tokens, max_tokens 24, tiny pool")
+                    help="12 clients, prompts 80-240 tokens, max_tokens 96, a pool for 3")
     ap.add_argument("--clients", type=int)
     ap.add_argument("--min-prompt", type=int, help="prompt tokens, shortest (default 500)")
     ap.add_argument("--max-prompt", type=int, help="prompt tokens, longest (default 4000)")
-    ap.add_argument("--max-tokens", type=int)
+    ap.add_argument("--max-tokens", type=int, help="tokens generated per request (default 128; --small 96)")
     ap.add_argument("--policy", default="full", help="kv_policy of every request (default full)")
     ap.add_argument("--budget", help="kv_budget of every request (default: the server's)")
     ap.add_argument("--fit", type=float,
@@ -456,7 +456,7 @@ def main():
                     help="phase 2: this share of clients close midway (0: no phase 2)")
     ap.add_argument("--check-alone", type=int,
                     help="resend this many phase-1 requests one at a time; their greedy text "
-                         "must match (default 8; --small: all)")
+                         "must match (default 8; --small 3)")
     ap.add_argument("--server-args", default="", help="more flags for `adakv serve`")
     ap.add_argument("--request-timeout", type=float, default=1800)
     ap.add_argument("--idle-timeout", type=float, default=30,
@@ -464,13 +464,17 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     small = a.small
+    # Admission reserves a prompt's blocks and stops at the first waiting prompt that does not
+    # fit, so what is left free is less than one prompt; preemption needs the running sequences'
+    # growth (max_tokens each) to exceed it. --small keeps prompts short next to max_tokens
+    # (3 x 96 generated > the longest prompt of 240): preemption is certain, not luck.
     a.clients = a.clients or (12 if small else 64)
-    a.min_prompt = a.min_prompt or (300 if small else 500)
-    a.max_prompt = a.max_prompt or (800 if small else 4000)
-    a.max_tokens = a.max_tokens or (24 if small else 48)
+    a.min_prompt = a.min_prompt or (80 if small else 500)
+    a.max_prompt = a.max_prompt or (240 if small else 4000)
+    a.max_tokens = a.max_tokens or (96 if small else 128)
     a.fit = a.fit or (3 if small else 8)
     if a.check_alone is None:
-        a.check_alone = a.clients if small else 8
+        a.check_alone = 3 if small else 8
     a.adakv = os.path.abspath(a.adakv)
     t_all = time.monotonic()
 
