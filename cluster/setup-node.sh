@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Prepares a Debian node for adakv, idempotently: installs the system packages the build and the
 # tests need (only those missing) and fetches the default model into $ADAKV_HOME/models.
-#   cluster/setup-node.sh            packages + model
+#   cluster/setup-node.sh            packages + model + client
 #   cluster/setup-node.sh packages   packages only
 #   cluster/setup-node.sh model      model only
 #   cluster/setup-node.sh bench-peer llama-cpp-python, the peer of `adakv bench` (built from
 #                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it);
 #                                    prints the interpreter to use
+#   cluster/setup-node.sh client     the official `openai` client in the venv $ADAKV_HOME/venv
+#                                    (what the serve tests drive `adakv serve` with); prints the
+#                                    interpreter to use
+#   cluster/setup-node.sh serve-peer llama.cpp's own llama-server, llama-bench and
+#                                    llama-batched-bench, built (CPU, Release) from the llama.cpp
+#                                    vendored in the llama-cpp-python sdist into
+#                                    $ADAKV_HOME/llama.cpp; prints the directory of the binaries
+#                                    (ADAKV_LLAMA_CPP_PYTHON picks the sdist's version, default
+#                                    0.3.36; ADAKV_BUILD_JOBS the build's jobs, default nproc)
 set -euo pipefail
 
 what="${1:-all}"
@@ -96,16 +105,75 @@ install_bench_peer() {
       return
     fi
   done
-  python3 -m venv "$venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   log "bench peer: building llama-cpp-python in $venv (several minutes)"
   "$venv/bin/python" -m pip install --quiet numpy llama-cpp-python >&2
   echo "$venv/bin/python"
 }
 
+# Prints the python interpreter of $ADAKV_HOME/venv, which has the official openai client.
+install_client() {
+  local venv="$ADAKV_HOME/venv"
+  if "$venv/bin/python" -c "import openai" 2>/dev/null; then
+    log "client: openai $("$venv/bin/python" -c 'import openai; print(openai.__version__)') in $venv"
+    echo "$venv/bin/python"
+    return
+  fi
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  log "client: installing openai in $venv"
+  "$venv/bin/python" -m pip install --quiet openai >&2
+  echo "$venv/bin/python"
+}
+
+# llama.cpp as a CPU user runs it: the sdist of llama-cpp-python carries all of llama.cpp, tools
+# included, under vendor/llama.cpp. Prints the directory holding the binaries.
+SERVE_PEER_VERSION="${ADAKV_LLAMA_CPP_PYTHON:-0.3.36}"
+SERVE_PEER_TARGETS=(llama-server llama-bench llama-batched-bench)
+
+install_serve_peer() {
+  local root="$ADAKV_HOME/llama.cpp"
+  local bin="$root/build/bin"
+  local missing=""
+  for t in "${SERVE_PEER_TARGETS[@]}"; do [ -x "$bin/$t" ] || missing=1; done
+  if [ -z "$missing" ]; then
+    log "serve peer: ${SERVE_PEER_TARGETS[*]} in $bin"
+    echo "$bin"
+    return
+  fi
+  mkdir -p "$root"
+  if [ ! -f "$root/src/CMakeLists.txt" ]; then
+    local tmp
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' RETURN
+    log "serve peer: downloading the llama-cpp-python==$SERVE_PEER_VERSION sdist"
+    python3 -m pip download --quiet --no-binary :all: --no-deps --dest "$tmp" \
+      "llama-cpp-python==$SERVE_PEER_VERSION" >&2
+    tar -xzf "$(ls "$tmp"/llama?cpp?python-*.tar.gz)" -C "$tmp"
+    rm -rf "$root/src"
+    mv "$(ls -d "$tmp"/llama?cpp?python-*/vendor/llama.cpp)" "$root/src"
+    echo "llama-cpp-python==$SERVE_PEER_VERSION" >"$root/VERSION"
+  fi
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  log "serve peer: building ${SERVE_PEER_TARGETS[*]} in $root/build (many minutes on few cores)"
+  cmake -S "$root/src" -B "$root/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DBUILD_SHARED_LIBS=OFF >&2
+  cmake --build "$root/build" --config Release --target "${SERVE_PEER_TARGETS[@]}" \
+    -j "${ADAKV_BUILD_JOBS:-$(nproc)}" >&2
+  for t in "${SERVE_PEER_TARGETS[@]}"; do
+    [ -x "$bin/$t" ] || { log "serve peer: $bin/$t missing after the build"; exit 1; }
+  done
+  log "serve peer: ${SERVE_PEER_TARGETS[*]} in $bin"
+  echo "$bin"
+}
+
 case "$what" in
-  all) install_packages; fetch_model ;;
+  all) install_packages; fetch_model; install_client >/dev/null ;;
   packages) install_packages ;;
   model) fetch_model ;;
   bench-peer) install_bench_peer ;;
-  *) echo "usage: $0 [all|packages|model|bench-peer]" >&2; exit 2 ;;
+  client) install_client ;;
+  serve-peer) install_serve_peer ;;
+  *) echo "usage: $0 [all|packages|model|bench-peer|client|serve-peer]" >&2; exit 2 ;;
 esac
