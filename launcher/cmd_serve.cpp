@@ -139,6 +139,10 @@ int run_serve(const ServeOptions& o) {
   }
   io.stop();
   io_thread.join();
+  // From here on a late signal must not kill the process on its way out (exit 0 was promised).
+  boost::system::error_code ignored;
+  signals.clear(ignored);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, SIG_IGN);
   engine.shutdown();
   std::fprintf(stderr, "[adakv] stopped\n");
   return code;

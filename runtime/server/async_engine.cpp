@@ -33,7 +33,9 @@ void AsyncEngine::abort(uint64_t ticket) {
 
 void AsyncEngine::shutdown(double drain_s) {
   std::lock_guard lock(mu_);
-  if (!closed_) drain_deadline_s_ = now_s() + drain_s;
+  // A later, shorter drain (a second signal) brings the deadline forward.
+  const double deadline = now_s() + drain_s;
+  if (!closed_ || deadline < drain_deadline_s_) drain_deadline_s_ = deadline;
   closed_ = true;
   wake_.notify_one();
 }
