@@ -874,6 +874,49 @@ class ApiKeyAndDrain(TimedTest):
             srv.kill()
 
 
+class QueueLimit(TimedTest):
+    """A third server with --max-num-seqs 1 --max-queue 1: one request runs, one waits, the next
+    is turned away with 429 and Retry-After; the two accepted ones still complete."""
+
+    def test_429_past_max_queue(self):
+        srv = Server(ARGS.adakv, ARGS.tp, ["--kv-pool-mb", "128", "--max-num-seqs", "1",
+                                           "--max-queue", "1"] + shlex.split(ARGS.server_args),
+                     start_timeout_s=ARGS.start_timeout)
+        try:
+            c = openai.OpenAI(base_url=srv.base_url, api_key="none", max_retries=0, timeout=300)
+            body = dict(model=srv.name, prompt=SHORT, max_tokens=48, temperature=0, stream=True,
+                        extra_body={"ignore_eos": True, "kv_policy": "full"})
+            running = iter(c.completions.create(**body))
+            next(running)  # the first request holds the only sequence slot
+            results = {}
+
+            def waiting_request():
+                results["waiting"] = "".join(ch.choices[0].text for ch in
+                                             c.completions.create(**body) if ch.choices)
+
+            t = threading.Thread(target=waiting_request)
+            t.start()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # until the second one is queued
+                m = re.search(r"^adakv:num_requests_waiting (\S+)$", srv.get("/metrics")[1], re.M)
+                if m and float(m.group(1)) >= 1:
+                    break
+                time.sleep(0.05)
+            status, text, headers = srv.raw("POST", "/v1/completions",
+                                            json.dumps({"prompt": SHORT, "max_tokens": 2}),
+                                            {"Content-Type": "application/json"})
+            self.assertEqual(status, 429, text)
+            self.assertEqual(json.loads(text)["error"]["type"], "rate_limit_error")
+            self.assertEqual(headers.get("retry-after"), "1")
+            rest = list(running)
+            self.assertEqual(rest[-1].choices[0].finish_reason, "length")
+            t.join(timeout=300)
+            self.assertTrue(results.get("waiting"), "the waiting request did not complete")
+            self.assertEqual(srv.get("/health")[0], 200)
+        finally:
+            srv.kill()
+
+
 # ---------------------------------------------------------------------------------------------
 
 
