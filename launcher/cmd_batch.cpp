@@ -95,16 +95,8 @@ int run_batch(const BatchOptions& o) {
     std::fprintf(stderr, "[adakv] compression: %s; from %s\n",
                  compression::describe(defaults.compression).c_str(), source.c_str());
     std::fprintf(
-        stderr,
-        "[adakv] KV pool: %zu blocks (%.0f MiB per rank), max %zu sequences, %zu tokens "
-        "per step, prefill chunks of %zu\n",
-        serving.kv_pool_blocks,
-        serving.kv_pool_blocks *
-            kernels::KvBlockLayout{serving.block_tokens, engine.model().local_config().head_dim,
-                                   serving.kv_dtype}
-                .block_bytes() /
-            1048576.0,
-        serving.max_num_seqs, serving.max_num_batched_tokens, serving.prefill_chunk);
+        stderr, "[adakv] %s\n",
+        describe_pool(serving, engine.model().local_config(), o.compression.kv_dtype).c_str());
   }
   runtime::LlmEngine loop(engine, serving);
 

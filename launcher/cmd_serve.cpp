@@ -111,16 +111,10 @@ int run_serve(const ServeOptions& o) {
   std::thread io_thread([&io] { io.run(); });
 
   print_settings(defaults.compression, source);
-  const size_t block_bytes =
-      kernels::KvBlockLayout{serving.block_tokens, engine.model().local_config().head_dim,
-                             serving.kv_dtype}
-          .block_bytes();
-  std::fprintf(stderr,
-               "[adakv] KV pool: %zu blocks (%.0f MiB per rank, %s), max %zu sequences, %zu "
-               "tokens per step, prefill chunks of %zu; TP %zu\n",
-               serving.kv_pool_blocks, serving.kv_pool_blocks * block_bytes / 1048576.0,
-               o.compression.kv_dtype.c_str(), serving.max_num_seqs, serving.max_num_batched_tokens,
-               serving.prefill_chunk, engine.tp_size());
+  std::fprintf(
+      stderr, "[adakv] %s; TP %zu\n",
+      describe_pool(serving, engine.model().local_config(), o.compression.kv_dtype).c_str(),
+      engine.tp_size());
   std::fprintf(stderr, "[adakv] serving %s on http://%s:%u\n", api_config.model_name.c_str(),
                o.host.c_str(), unsigned(http->port()));
   std::fflush(stderr);

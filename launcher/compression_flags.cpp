@@ -16,13 +16,14 @@ std::string preset_path(const std::string& spec) {
   std::error_code ec;
   if (fs::is_regular_file(spec, ec) || spec.find('/') != std::string::npos) return spec;
   std::string name = spec;
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0) name.resize(name.size() - 5);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0)
+    name.resize(name.size() - 5);
   const auto dirs = CompressionFlags::config_dirs();
   if (const auto match = compression::find_preset({name}, dirs)) return match->path;
   std::string looked;
   for (const auto& d : dirs) looked += (looked.empty() ? "" : ", ") + d + "/compression";
-  throw std::invalid_argument("--preset " + spec + ": no such file, and no " + name +
-                              ".yaml in " + (looked.empty() ? "any configs folder" : looked));
+  throw std::invalid_argument("--preset " + spec + ": no such file, and no " + name + ".yaml in " +
+                              (looked.empty() ? "any configs folder" : looked));
 }
 
 }  // namespace
@@ -104,9 +105,9 @@ compression::CompressionConfig CompressionFlags::config(const std::vector<std::s
   return resolve(model_names, "adakv", source);
 }
 
-compression::CompressionConfig CompressionFlags::resolve(const std::vector<std::string>& model_names,
-                                                         const std::string& default_policy,
-                                                         std::string* source) const {
+compression::CompressionConfig CompressionFlags::resolve(
+    const std::vector<std::string>& model_names, const std::string& default_policy,
+    std::string* source) const {
   compression::CompressionConfig defaults;
   defaults.min_keep = default_min_keep;
   defaults.policy = compression::parse_policy(default_policy);

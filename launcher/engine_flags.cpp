@@ -1,5 +1,6 @@
 #include "launcher/engine_flags.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -68,6 +69,19 @@ runtime::ServingConfig EngineFlags::config(const model::ModelConfig& local,
   }
   if (prefill_chunk == 0) throw std::invalid_argument("--prefill-chunk must be >= 1");
   return c;
+}
+
+std::string describe_pool(const runtime::ServingConfig& c, const model::ModelConfig& local,
+                          const std::string& dtype) {
+  const size_t block_bytes =
+      kernels::KvBlockLayout{c.block_tokens, local.head_dim, c.kv_dtype}.block_bytes();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "KV pool: %zu blocks (%.0f MiB per rank, %s), max %zu sequences, %zu tokens per "
+                "step, prefill chunks of %zu",
+                c.kv_pool_blocks, double(c.kv_pool_blocks * block_bytes) / 1048576.0, dtype.c_str(),
+                c.max_num_seqs, c.max_num_batched_tokens, c.prefill_chunk);
+  return line;
 }
 
 }  // namespace adakv::cli

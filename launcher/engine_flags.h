@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "kernels/ops.h"
 #include "model/config.h"
@@ -25,5 +26,9 @@ struct EngineFlags {
   // Throws std::invalid_argument naming the flag when a value cannot work.
   runtime::ServingConfig config(const model::ModelConfig& local, kernels::KvDtype dtype) const;
 };
+
+// The line that says what the loop holds: "KV pool: N blocks (M MiB per rank, DTYPE), ...".
+std::string describe_pool(const runtime::ServingConfig& c, const model::ModelConfig& local,
+                          const std::string& dtype);
 
 }  // namespace adakv::cli

@@ -30,15 +30,7 @@ double per_second(size_t n, double s) {
 // Prompt tokens kept per KV head, averaged over every head of the model: the budgets every
 // rank computed when the prefill compressed, else this rank's kept counts (all equal then).
 double kept_tokens_per_head(const runtime::GenerateResult& r) {
-  const auto& rows = r.compression.budgets.empty() ? r.compression.kept : r.compression.budgets;
-  size_t sum = 0, heads = 0;
-  for (const auto& layer : rows) {
-    for (size_t k : layer) {
-      sum += k;
-      ++heads;
-    }
-  }
-  return heads ? double(sum) / heads : double(r.prompt_tokens);
+  return compression::kept_tokens_per_head(r.compression, r.prompt_tokens);
 }
 
 // The settings in force, for --json.

@@ -20,4 +20,18 @@ struct CompressionReport {
   double decode_attention_s = 0;  // time in attention_paged after the prefill
 };
 
+// Prompt tokens kept per KV head, averaged over every head of the model (the budget vector, or
+// this cache's heads before one exists); `prompt_tokens` when nothing was recorded.
+inline double kept_tokens_per_head(const CompressionReport& r, size_t prompt_tokens) {
+  const auto& rows = r.budgets.empty() ? r.kept : r.budgets;
+  size_t sum = 0, heads = 0;
+  for (const auto& layer : rows) {
+    for (size_t k : layer) {
+      sum += k;
+      ++heads;
+    }
+  }
+  return heads ? double(sum) / double(heads) : double(prompt_tokens);
+}
+
 }  // namespace adakv::compression

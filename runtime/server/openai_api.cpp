@@ -51,29 +51,18 @@ long long unix_now() {
       .count();
 }
 
-double kept_tokens_per_head(const runtime::GenerateResult& r) {
-  const auto& rows = r.compression.budgets.empty() ? r.compression.kept : r.compression.budgets;
-  size_t sum = 0, heads = 0;
-  for (const auto& layer : rows) {
-    for (size_t k : layer) {
-      sum += k;
-      ++heads;
-    }
-  }
-  return heads ? double(sum) / double(heads) : double(r.prompt_tokens);
-}
-
 // What the request's cache kept (adakv's extension of the response).
 json kv_report(const runtime::GenerateResult& r, const compression::CompressionConfig& c,
                const std::string& dtype) {
-  return {{"policy", compression::to_string(c.policy)},
-          {"settings", compression::describe(c)},
-          {"dtype", dtype},
-          {"full_bytes", r.kv_full_bytes},
-          {"kept_bytes", r.kv_kept_bytes},
-          {"kept_share", r.kv_full_bytes ? double(r.kv_kept_bytes) / double(r.kv_full_bytes) : 1.0},
-          {"kept_tokens_per_head", kept_tokens_per_head(r)},
-          {"preemptions", r.preemptions}};
+  return {
+      {"policy", compression::to_string(c.policy)},
+      {"settings", compression::describe(c)},
+      {"dtype", dtype},
+      {"full_bytes", r.kv_full_bytes},
+      {"kept_bytes", r.kv_kept_bytes},
+      {"kept_share", r.kv_full_bytes ? double(r.kv_kept_bytes) / double(r.kv_full_bytes) : 1.0},
+      {"kept_tokens_per_head", compression::kept_tokens_per_head(r.compression, r.prompt_tokens)},
+      {"preemptions", r.preemptions}};
 }
 
 json usage(size_t prompt, size_t completion) {
