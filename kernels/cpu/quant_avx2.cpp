@@ -1,0 +1,170 @@
+// matmul_quant, AVX2 + FMA + F16C level (strategy: quant_matmul.cpp). Every function here is
+// compiled for that target by attribute and only called after CPUID says the CPU has it.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/quant_impl.h"
+#include "kernels/cpu/quant_simd.h"
+
+#define ADAKV_AVX2_FN __attribute__((target("avx2,fma,f16c")))
+
+namespace adakv::kernels::quant_detail {
+
+namespace {
+
+using simd::Fmt;
+using simd::Piece;
+
+// out[r] = row . activation row m + r, for r < R, of a quantized format.
+template <WeightFormat F, int R>
+ADAKV_AVX2_FN void dot_quant(const Job& job, const uint8_t* row, size_t m, float* out) {
+  using T = Fmt<F>;
+  const size_t nb = job.K / kActBlock;
+  const size_t blocks = nb / T::kSubs;
+  const int8_t* xq[R];
+  const float* xd[R];
+  const float* xs[R];
+  __m256 acc[R];
+  float macc[R];
+  for (int r = 0; r < R; ++r) {
+    xq[r] = job.xq + (m + r) * job.K;
+    xd[r] = job.xd + (m + r) * nb;
+    xs[r] = job.xs + (m + r) * nb;
+    acc[r] = _mm256_setzero_ps();
+    macc[r] = 0.0f;
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  size_t j = 0;
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    typename T::State st;
+    T::prepare(row + blk * T::kBytes, st);
+    for (int sub = 0; sub < T::kSubs; ++sub, ++j) {
+      const Piece p = T::piece(st, sub);
+      __m256i s16 = ones;
+      if constexpr (T::kScales16) s16 = T::scales16(st, sub);
+      for (int r = 0; r < R; ++r) {
+        const __m256i x = simd::load32(reinterpret_cast<const uint8_t*>(xq[r] + j * kActBlock));
+        const __m256i d = simd::dot_piece<F>(p.q, x, s16);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(p.dw * xd[r][j]), acc[r]);
+        if constexpr (T::kMin) macc[r] += p.mw * xs[r][j];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = simd::hsum(acc[r]) + macc[r];
+}
+
+template <WeightFormat F>
+ADAKV_AVX2_FN __m256 load8(const uint8_t* row, size_t k) {
+  if constexpr (F == WeightFormat::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  } else if constexpr (F == WeightFormat::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+  } else {
+    const __m256i u =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+  }
+}
+
+template <WeightFormat F>
+float weight_at(const uint8_t* row, size_t k) {
+  if constexpr (F == WeightFormat::kF32) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  } else if constexpr (F == WeightFormat::kF16) {
+    return half_to_float(load_u16(row + 2 * k));
+  } else {
+    return bf16_to_float(load_u16(row + 2 * k));
+  }
+}
+
+// out[r] = row . x row m + r, for r < R, of a float format.
+template <WeightFormat F, int R>
+ADAKV_AVX2_FN void dot_float(const Job& job, const uint8_t* row, size_t m, float* out) {
+  const float* x[R];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = job.x + (m + r) * job.K;
+    acc[r] = _mm256_setzero_ps();
+  }
+  size_t k = 0;
+  for (; k + 8 <= job.K; k += 8) {
+    const __m256 wv = load8<F>(row, k);
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + k), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float tail = 0.0f;
+    for (size_t t = k; t < job.K; ++t) tail += weight_at<F>(row, t) * x[r][t];
+    out[r] = simd::hsum(acc[r]) + tail;
+  }
+}
+
+template <WeightFormat F, int R>
+ADAKV_AVX2_FN void dot(const Job& job, const uint8_t* row, size_t m, float* out) {
+  if constexpr (is_float_format(F)) {
+    dot_float<F, R>(job, row, m, out);
+  } else {
+    dot_quant<F, R>(job, row, m, out);
+  }
+}
+
+template <WeightFormat F>
+ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  float out[4];
+  for (size_t n = n0; n < n1; ++n) {
+    const uint8_t* row = job.w + n * job.row_bytes;
+    for (size_t m = m0; m < m1;) {
+      const size_t R = std::min<size_t>(4, m1 - m);
+      switch (R) {
+        case 4:
+          dot<F, 4>(job, row, m, out);
+          break;
+        case 3:
+          dot<F, 3>(job, row, m, out);
+          break;
+        case 2:
+          dot<F, 2>(job, row, m, out);
+          break;
+        default:
+          dot<F, 1>(job, row, m, out);
+          break;
+      }
+      for (size_t r = 0; r < R; ++r) job.y[(m + r) * job.N + n] = out[r];
+      m += R;
+    }
+  }
+}
+
+}  // namespace
+
+RowsFn avx2_rows(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32:
+      return rows<WeightFormat::kF32>;
+    case WeightFormat::kF16:
+      return rows<WeightFormat::kF16>;
+    case WeightFormat::kBF16:
+      return rows<WeightFormat::kBF16>;
+    case WeightFormat::kQ8_0:
+      return rows<WeightFormat::kQ8_0>;
+    case WeightFormat::kQ4_0:
+      return rows<WeightFormat::kQ4_0>;
+    case WeightFormat::kQ4_1:
+      return rows<WeightFormat::kQ4_1>;
+    case WeightFormat::kQ5_0:
+      return rows<WeightFormat::kQ5_0>;
+    case WeightFormat::kQ5_1:
+      return rows<WeightFormat::kQ5_1>;
+    case WeightFormat::kQ4_K:
+      return rows<WeightFormat::kQ4_K>;
+    case WeightFormat::kQ5_K:
+      return rows<WeightFormat::kQ5_K>;
+    case WeightFormat::kQ6_K:
+      return rows<WeightFormat::kQ6_K>;
+  }
+  return nullptr;
+}
+
+}  // namespace adakv::kernels::quant_detail

@@ -1,0 +1,95 @@
+// Internals of matmul_quant shared by its per-level implementations (quant_*.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quant.h"
+
+namespace adakv::kernels::quant_detail {
+
+// Activations are quantized in blocks of this many elements (all quantized K are multiples).
+inline constexpr size_t kActBlock = 32;
+
+// One matmul_quant call as the row kernels see it.
+struct Job {
+  float* y;  // [M][N]
+  size_t N;
+  const uint8_t* w;  // N rows of row_bytes
+  size_t row_bytes;
+  size_t K;
+  const float* x;    // float formats: [M][K]
+  const int8_t* xq;  // quantized formats: [M][K] int8 activations
+  const float* xd;   // [M][K / 32] their scales
+  const float* xs;   // [M][K / 32] scale * sum of the block's int8
+};
+
+// Computes y[m][n] for n in [n0, n1), m in [m0, m1). Each y element is computed the same way
+// whatever the ranges, so any split over threads gives identical results.
+using RowsFn = void (*)(const Job&, size_t n0, size_t n1, size_t m0, size_t m1);
+
+RowsFn scalar_rows(WeightFormat f);
+RowsFn avx2_rows(WeightFormat f);
+RowsFn avx512_rows(WeightFormat f);
+
+constexpr bool is_float_format(WeightFormat f) {
+  return f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16;
+}
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// IEEE half to float, exact (subnormals, inf and NaN included).
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1F;
+  const uint32_t mant = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else {
+    // Zero or subnormal: mant * 2^-24, exact in float.
+    float f = static_cast<float>(mant) * 0x1p-24f;
+    uint32_t fb;
+    std::memcpy(&fb, &f, 4);
+    bits = sign | fb;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float load_half(const uint8_t* p) {
+  return half_to_float(load_u16(p));
+}
+
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The 6-bit scales and mins of the eight 32-element sub-blocks of Q4_K / Q5_K (12 bytes).
+inline void k_scales_mins(const uint8_t* s, int* sc, int* mn) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 0x3F;
+    mn[j] = s[j + 4] & 0x3F;
+    sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 2) & 0x30);
+    mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
+  }
+}
+
+}  // namespace adakv::kernels::quant_detail

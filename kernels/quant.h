@@ -1,0 +1,75 @@
+// Matrix products against weights kept in their GGUF (ggml) block formats.
+//
+// W is N rows of K elements each, stored row after row in format f (row stride row_bytes(f, K)),
+// exactly as a GGUF tensor of shape ne = [K, N] holds them. matmul_quant computes
+//   y[m][n] = sum_k x[m][k] * W[n][k]      x: [M][K] float32, y: [M][N] float32
+// M = 1 is decode (GEMV); M > 1 (batched decode, prefill) reads each weight row once per tile of
+// activation rows, not once per row.
+//
+// Quantized formats (Q*) quantize the activation rows to 8 bits first (per 32 elements: a float
+// scale and 32 int8, as llama.cpp does), so they equal dequantize-then-float32 only within the
+// tolerance of kernels/quant_tolerance.h. F32/F16/BF16 are exact float32 products up to rounding.
+//
+// The implementation is chosen at runtime (CPUID): AVX-512 (F+BW+VL), else AVX2+FMA+F16C, else
+// portable scalar code. Every level computes each output element on one thread in an order that
+// does not depend on the thread count, so results are identical for any number of threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace adakv::kernels {
+
+// Weight formats; the values are ggml's type ids (GgmlType in model/gguf/gguf.h).
+enum class WeightFormat : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
+
+// Every format matmul_quant supports, for tests and tools.
+inline constexpr WeightFormat kAllWeightFormats[] = {
+    WeightFormat::kF32,  WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kQ8_0,
+    WeightFormat::kQ4_0, WeightFormat::kQ4_1, WeightFormat::kQ5_0, WeightFormat::kQ5_1,
+    WeightFormat::kQ4_K, WeightFormat::kQ5_K, WeightFormat::kQ6_K};
+
+// False for a value outside the enum (e.g. a GGUF type id this module does not handle).
+bool is_weight_format(uint32_t ggml_type_id);
+const char* weight_format_name(WeightFormat f);
+// Elements per block: 1 for F32/F16/BF16, 32 for Q4_0..Q8_0, 256 for the K-quants.
+size_t block_elements(WeightFormat f);
+// Bytes per block.
+size_t block_bytes(WeightFormat f);
+// Bytes of one row of K elements. K must be a multiple of block_elements(f); returns 0 when it
+// is not (and for K = 0).
+size_t row_bytes(WeightFormat f, size_t K);
+
+// Instruction-set levels of the implementation.
+enum class QuantLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+const char* quant_level_name(QuantLevel level);
+// Whether this CPU can run the level (kScalar: always).
+bool cpu_supports(QuantLevel level);
+// The best level this CPU supports; the default.
+QuantLevel best_quant_level();
+// Forces a level for all later calls (tests, benchmarks). Returns false, changing nothing, when
+// the CPU lacks it.
+bool set_quant_level(QuantLevel level);
+QuantLevel quant_level();
+
+// y[m][n] = sum_k x[m][k] * W[n][k]; see the top of this file. kInvalidArgument when K is not a
+// multiple of block_elements(f) or is 0, when f is not a WeightFormat, or a pointer is null while
+// M and N are not 0. Multithreaded over N with OpenMP (kernels::set_num_threads).
+Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
+                    size_t K, Stream stream = {});
+
+}  // namespace adakv::kernels

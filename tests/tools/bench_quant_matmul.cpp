@@ -1,0 +1,79 @@
+// Micro benchmark of matmul_quant: GEMV (M = 1) in GB/s of weights read, and batched products
+// (M = 16, 128) in GFLOP/s, per format and dispatch level, at 1 and 2 threads.
+//   adakv_bench_quant_matmul [N K]   (default N = 16384, K = 1536: ~15-100 MB of weights)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/quant.h"
+
+namespace k = adakv::kernels;
+
+namespace {
+
+double seconds_per_call(float* y, const float* x, const uint8_t* w, k::WeightFormat f, size_t M,
+                        size_t N, size_t K) {
+  k::check(k::matmul_quant(y, x, w, f, M, N, K), "matmul_quant");  // warm-up
+  int reps = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  do {
+    k::check(k::matmul_quant(y, x, w, f, M, N, K), "matmul_quant");
+    ++reps;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed < 0.3 || reps < 3);
+  return elapsed / reps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const size_t N = argc > 2 ? std::strtoul(argv[1], nullptr, 10) : 16384;
+  const size_t K = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 1536;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(128 * K), y(128 * N);
+  for (auto& v : x) v = normal(rng);
+  std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %12s %12s\n", N, K, "format", "level", "thr",
+              "MB", "M=1 GB/s", "M=16 GFLOP/s", "M=128 GFLOP/s");
+  for (k::WeightFormat f : k::kAllWeightFormats) {
+    const size_t rb = k::row_bytes(f, K);
+    if (rb == 0) continue;
+    std::vector<uint8_t> w(N * rb);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(rng());
+    // Sane fp16 scales (0x2000 ~ 0.0078) wherever a block keeps one; floats stay finite.
+    if (f == k::WeightFormat::kF32) {
+      for (size_t i = 0; i < N * K; ++i) std::memcpy(w.data() + 4 * i, &x[i % x.size()], 4);
+    } else if (f == k::WeightFormat::kF16 || f == k::WeightFormat::kBF16) {
+      for (size_t i = 0; i < N * K; ++i) w[2 * i + 1] &= 0x3B;
+    } else {
+      const size_t bb = k::block_bytes(f);
+      const size_t at = f == k::WeightFormat::kQ6_K ? 208 : 0;
+      for (size_t b = 0; b < w.size(); b += bb) {
+        w[b + at] = 0x00;
+        w[b + at + 1] = 0x20;
+        if (f != k::WeightFormat::kQ6_K) w[b + 3] = 0x20;
+      }
+    }
+    for (k::QuantLevel level :
+         {k::QuantLevel::kScalar, k::QuantLevel::kAvx2, k::QuantLevel::kAvx512}) {
+      if (!k::set_quant_level(level)) continue;
+      for (int threads : {1, 2}) {
+        k::set_num_threads(threads);
+        const double mb = double(w.size()) / 1e6;
+        const double t1 = seconds_per_call(y.data(), x.data(), w.data(), f, 1, N, K);
+        const double t16 = seconds_per_call(y.data(), x.data(), w.data(), f, 16, N, K);
+        const double t128 = level == k::QuantLevel::kScalar
+                                ? 0
+                                : seconds_per_call(y.data(), x.data(), w.data(), f, 128, N, K);
+        std::printf("%-6s %-6s %-3d %10.1f %10.2f %12.1f %12.1f\n", k::weight_format_name(f),
+                    k::quant_level_name(level), threads, mb, mb / 1e3 / t1,
+                    2.0 * 16 * N * K / t16 / 1e9, t128 > 0 ? 2.0 * 128 * N * K / t128 / 1e9 : 0.0);
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,317 @@
+// matmul_quant (kernels/quant.h) against dequantize-then-float32-matmul, for every weight format
+// and every dispatch level this CPU has, on awkward shapes; the levels against each other; and
+// 1 vs 2 threads bit for bit. Tolerances: kernels/quant_tolerance.h.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "kernels/quant_tolerance.h"
+#include "model/gguf/dequant.h"
+#include "tests/unit/random_data.h"
+
+namespace k = adakv::kernels;
+using k::QuantLevel;
+using k::WeightFormat;
+
+namespace {
+
+// Random weights: random bytes for the quants, with every fp16 scale field set to a finite value
+// of a plausible size (the random bytes elsewhere cover the whole range of the quants, int8 -128
+// and Q6_K's negative scales included).
+std::vector<uint8_t> random_weights(WeightFormat f, size_t N, size_t K, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const size_t rb = k::row_bytes(f, K);
+  std::vector<uint8_t> w(N * rb);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> mag(0.002f, 0.05f);
+  auto put_half = [&](uint8_t* p, float v) {
+    const uint16_t h = adakv::gguf::fp32_to_fp16(v);
+    std::memcpy(p, &h, 2);
+  };
+  auto scale = [&] { return (byte(rng) & 1 ? 1.0f : -1.0f) * mag(rng); };
+  if (f == WeightFormat::kF32) {
+    for (size_t i = 0; i < N * K; ++i) {
+      const float v = normal(rng);
+      std::memcpy(w.data() + 4 * i, &v, 4);
+    }
+    return w;
+  }
+  if (f == WeightFormat::kF16 || f == WeightFormat::kBF16) {
+    for (size_t i = 0; i < N * K; ++i) {
+      const float v = normal(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      const uint16_t h = f == WeightFormat::kF16 ? adakv::gguf::fp32_to_fp16(v)
+                                                 : static_cast<uint16_t>(bits >> 16);
+      std::memcpy(w.data() + 2 * i, &h, 2);
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  const size_t bb = k::block_bytes(f);
+  for (size_t off = 0; off < w.size(); off += bb) {
+    uint8_t* b = w.data() + off;
+    switch (f) {
+      case WeightFormat::kQ8_0:
+      case WeightFormat::kQ4_0:
+      case WeightFormat::kQ5_0:
+        put_half(b, scale());
+        break;
+      case WeightFormat::kQ4_1:
+      case WeightFormat::kQ5_1:
+      case WeightFormat::kQ4_K:
+      case WeightFormat::kQ5_K:
+        put_half(b, scale());
+        put_half(b + 2, scale());
+        break;
+      case WeightFormat::kQ6_K:
+        put_half(b + 208, scale() * 0.1f);
+        break;
+      default:
+        break;
+    }
+  }
+  return w;
+}
+
+std::vector<float> dequantize(WeightFormat f, const std::vector<uint8_t>& w, size_t N, size_t K) {
+  std::vector<float> out(N * K);
+  adakv::gguf::dequantize(static_cast<adakv::gguf::GgmlType>(f), w.data(), out.data(), N * K);
+  return out;
+}
+
+// The float64 reference y = x W^T, the magnitude sum_k |x w| of each element and the activation
+// rounding scale sum_k |w| * amax(k) / 127 (quant_tolerance.h).
+void reference(const std::vector<float>& x, const std::vector<float>& wf, size_t M, size_t N,
+               size_t K, std::vector<double>& ref, std::vector<double>& mag,
+               std::vector<double>* act = nullptr) {
+  ref.assign(M * N, 0.0);
+  mag.assign(M * N, 0.0);
+  if (act) act->assign(M * N, 0.0);
+  std::vector<double> step(K);
+  for (size_t m = 0; m < M; ++m) {
+    for (size_t b = 0; b < K; b += 32) {
+      double amax = 0;
+      for (size_t i = b; i < std::min(K, b + 32); ++i)
+        amax = std::max(amax, std::fabs(double(x[m * K + i])));
+      for (size_t i = b; i < std::min(K, b + 32); ++i) step[i] = amax / 127.0;
+    }
+    for (size_t n = 0; n < N; ++n) {
+      double s = 0, a = 0, e = 0;
+      for (size_t i = 0; i < K; ++i) {
+        const double p = double(x[m * K + i]) * wf[n * K + i];
+        s += p;
+        a += std::fabs(p);
+        e += std::fabs(double(wf[n * K + i])) * step[i];
+      }
+      ref[m * N + n] = s;
+      mag[m * N + n] = a;
+      if (act) (*act)[m * N + n] = e;
+    }
+  }
+}
+
+std::vector<size_t> ks_for(WeightFormat f) {
+  switch (k::block_elements(f)) {
+    case 1:
+      return {1, 7, 33, 96, 576, 1536};
+    case 32:
+      return {32, 96, 256, 576, 1536};
+    default:
+      return {256, 512, 1536};
+  }
+}
+
+std::string label(WeightFormat f, QuantLevel level, size_t M, size_t N, size_t K) {
+  return std::string(k::weight_format_name(f)) + " at " + k::quant_level_name(level) +
+         ", M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
+}
+
+struct LevelGuard {
+  ~LevelGuard() { k::set_quant_level(k::best_quant_level()); }
+};
+
+void check_level_matches_dequantized(QuantLevel level) {
+  LevelGuard guard;
+  ASSERT_TRUE(k::set_quant_level(level));
+  uint32_t seed = 100;
+  for (WeightFormat f : k::kAllWeightFormats) {
+    const k::QuantTolerance tol = k::quant_tolerance(f);
+    double worst = 0;      // largest |err| / bound
+    double worst_rel = 0;  // largest |err| / sum |x w|
+    for (size_t K : ks_for(f)) {
+      for (size_t N : {1, 7, 769}) {
+        const auto w = random_weights(f, N, K, ++seed);
+        const auto wf = dequantize(f, w, N, K);
+        for (size_t M : {1, 3, 16}) {
+          const auto x = adakv::test::random_vector(M * K, ++seed);
+          std::vector<float> y(M * N, NAN);
+          ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk)
+              << label(f, level, M, N, K);
+          std::vector<double> ref, mag, act;
+          reference(x, wf, M, N, K, ref, mag, &act);
+          for (size_t i = 0; i < M * N; ++i) {
+            const double err = std::fabs(double(y[i]) - ref[i]);
+            const double bound = tol.act * act[i] + tol.rel * mag[i] + 1e-30;
+            worst = std::max(worst, err / bound);
+            worst_rel = std::max(worst_rel, err / std::max(mag[i], 1e-30));
+            ASSERT_LE(err, bound) << label(f, level, M, N, K) << " at y[" << i / N << "][" << i % N
+                                  << "] = " << y[i] << ", reference " << ref[i] << ", magnitude "
+                                  << mag[i];
+          }
+        }
+      }
+    }
+    std::printf("  %-5s at %-6s: worst |err| / bound = %.3f, worst |err| / sum|x w| = %.3g\n",
+                k::weight_format_name(f), k::quant_level_name(level), worst, worst_rel);
+  }
+}
+
+}  // namespace
+
+TEST(QuantMatmul, RowBytesAndBlocks) {
+  EXPECT_EQ(k::row_bytes(WeightFormat::kF32, 7), 28u);
+  EXPECT_EQ(k::row_bytes(WeightFormat::kBF16, 7), 14u);
+  EXPECT_EQ(k::row_bytes(WeightFormat::kQ4_1, 576), 18u * 20);
+  EXPECT_EQ(k::row_bytes(WeightFormat::kQ8_0, 576), 18u * 34);
+  EXPECT_EQ(k::row_bytes(WeightFormat::kQ6_K, 512), 2u * 210);
+  EXPECT_EQ(k::row_bytes(WeightFormat::kQ4_K, 576), 0u);  // not a multiple of 256
+  EXPECT_EQ(k::row_bytes(WeightFormat::kQ4_0, 33), 0u);
+  EXPECT_EQ(k::row_bytes(WeightFormat::kQ4_0, 0), 0u);
+  // The block table agrees with the GGUF reader's.
+  for (WeightFormat f : k::kAllWeightFormats) {
+    const auto t = static_cast<adakv::gguf::GgmlType>(f);
+    EXPECT_EQ(k::block_elements(f), adakv::gguf::block_elements(t)) << k::weight_format_name(f);
+    EXPECT_EQ(k::block_bytes(f), adakv::gguf::block_bytes(t)) << k::weight_format_name(f);
+    EXPECT_TRUE(k::is_weight_format(static_cast<uint32_t>(f)));
+  }
+  EXPECT_FALSE(k::is_weight_format(10));  // Q2_K: not handled here
+}
+
+TEST(QuantMatmul, RejectsBadArguments) {
+  std::vector<float> x(64, 1.0f), y(4);
+  std::vector<uint8_t> w(4 * 64 * 4);
+  EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), WeightFormat::kQ4_0, 1, 1, 48),
+            k::Status::kInvalidArgument);
+  EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), WeightFormat::kQ4_K, 1, 1, 32),
+            k::Status::kInvalidArgument);
+  EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), WeightFormat::kF32, 1, 1, 0),
+            k::Status::kInvalidArgument);
+  EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), static_cast<WeightFormat>(10), 1, 1, 256),
+            k::Status::kInvalidArgument);
+  EXPECT_EQ(k::matmul_quant(nullptr, x.data(), w.data(), WeightFormat::kQ8_0, 1, 1, 32),
+            k::Status::kInvalidArgument);
+  EXPECT_EQ(k::matmul_quant(nullptr, nullptr, nullptr, WeightFormat::kQ8_0, 0, 5, 32),
+            k::Status::kOk);
+}
+
+TEST(QuantMatmul, ScalarMatchesDequantized) {
+  check_level_matches_dequantized(QuantLevel::kScalar);
+}
+
+TEST(QuantMatmul, Avx2MatchesDequantized) {
+  if (!k::cpu_supports(QuantLevel::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2+FMA+F16C";
+  check_level_matches_dequantized(QuantLevel::kAvx2);
+}
+
+TEST(QuantMatmul, Avx512MatchesDequantized) {
+  if (!k::cpu_supports(QuantLevel::kAvx512)) {
+    EXPECT_FALSE(k::set_quant_level(QuantLevel::kAvx512));
+    GTEST_SKIP() << "this CPU lacks AVX-512 F+BW+VL";
+  }
+  check_level_matches_dequantized(QuantLevel::kAvx512);
+}
+
+// Activations that 8 bits hold exactly (integers times a power of two per block, each block
+// reaching 127 steps) leave only float32 rounding: this catches a wrong bit in any one element
+// that the activation-rounding term of the tolerance could hide on long rows.
+TEST(QuantMatmul, ExactWhenActivationsAreInt8) {
+  LevelGuard guard;
+  for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512}) {
+    if (!k::set_quant_level(level)) continue;
+    uint32_t seed = 700;
+    for (WeightFormat f : k::kAllWeightFormats) {
+      if (k::block_elements(f) == 1) continue;
+      for (size_t K : ks_for(f)) {
+        const size_t M = 3, N = 7;
+        std::mt19937 rng(++seed);
+        std::uniform_int_distribution<int> q(-127, 127);
+        std::vector<float> x(M * K);
+        for (size_t b = 0; b < M * K; b += 32) {
+          const float step = std::ldexp(1.0f, -static_cast<int>(rng() % 8));
+          for (size_t i = 0; i < 32; ++i) x[b + i] = step * q(rng);
+          x[b + rng() % 32] = step * (rng() % 2 ? 127 : -127);
+        }
+        const auto w = random_weights(f, N, K, ++seed);
+        std::vector<float> y(M * N);
+        ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk);
+        std::vector<double> ref, mag;
+        reference(x, dequantize(f, w, N, K), M, N, K, ref, mag);
+        for (size_t i = 0; i < M * N; ++i) {
+          ASSERT_LE(std::fabs(double(y[i]) - ref[i]), k::quant_tolerance(f).rel * mag[i] + 1e-30)
+              << label(f, level, M, N, K) << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, LevelsAgreeWithScalar) {
+  LevelGuard guard;
+  int compared = 0;
+  for (QuantLevel level : {QuantLevel::kAvx2, QuantLevel::kAvx512}) {
+    if (!k::cpu_supports(level)) continue;
+    uint32_t seed = 500;
+    for (WeightFormat f : k::kAllWeightFormats) {
+      for (size_t K : ks_for(f)) {
+        const size_t M = 5, N = 33;
+        const auto w = random_weights(f, N, K, ++seed);
+        const auto x = adakv::test::random_vector(M * K, ++seed);
+        std::vector<float> ys(M * N), yl(M * N);
+        ASSERT_TRUE(k::set_quant_level(QuantLevel::kScalar));
+        ASSERT_EQ(k::matmul_quant(ys.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk);
+        ASSERT_TRUE(k::set_quant_level(level));
+        ASSERT_EQ(k::matmul_quant(yl.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk);
+        std::vector<double> ref, mag;
+        reference(x, dequantize(f, w, N, K), M, N, K, ref, mag);
+        for (size_t i = 0; i < M * N; ++i) {
+          ASSERT_LE(std::fabs(double(yl[i]) - ys[i]), k::kQuantLevelAgreementRel * mag[i] + 1e-30)
+              << label(f, level, M, N, K) << " vs scalar at " << i;
+        }
+        ++compared;
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "this CPU has only the scalar level";
+}
+
+TEST(QuantMatmul, OneAndTwoThreadsAreBitIdentical) {
+  LevelGuard guard;
+  const int before = k::num_threads();
+  for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512}) {
+    if (!k::set_quant_level(level)) continue;
+    uint32_t seed = 900;
+    for (WeightFormat f : k::kAllWeightFormats) {
+      for (size_t M : {1, 16}) {
+        const size_t N = 769, K = 1536;  // enough work for the threaded path
+        const auto w = random_weights(f, N, K, ++seed);
+        const auto x = adakv::test::random_vector(M * K, ++seed);
+        std::vector<float> y1(M * N), y2(M * N);
+        k::set_num_threads(1);
+        ASSERT_EQ(k::matmul_quant(y1.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk);
+        k::set_num_threads(2);
+        ASSERT_EQ(k::matmul_quant(y2.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk);
+        EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0)
+            << label(f, level, M, N, K);
+      }
+    }
+  }
+  k::set_num_threads(before);
+}
