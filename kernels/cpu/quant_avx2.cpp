@@ -16,42 +16,82 @@ namespace {
 using simd::Fmt;
 using simd::Piece;
 
+#define ADAKV_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+// Rows m..m+R-1 of the quantized activations and two sets of accumulators (even and odd pieces,
+// two independent FMA / add chains).
+template <int R>
+struct Acts {
+  const int8_t* xq[R];
+  const float* xd[R];
+  const float* xs[R];
+  __m256 acc[2][R];
+  float macc[2][R];
+};
+
+// Adds piece j of the row times activation piece j to accumulator set `set` of every row.
+template <WeightFormat F, int R, int set>
+ADAKV_AVX2_INLINE void step(Acts<R>& a, const Piece& p, __m256i s16, size_t j) {
+  for (int r = 0; r < R; ++r) {
+    const __m256i x = simd::load32(reinterpret_cast<const uint8_t*>(a.xq[r] + j * kActBlock));
+    const __m256i d = simd::dot_piece<F>(p.q, x, s16);
+    a.acc[set][r] =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(p.dw * a.xd[r][j]), a.acc[set][r]);
+    if constexpr (Fmt<F>::kMin) a.macc[set][r] += p.mw * a.xs[r][j];
+  }
+}
+
 // out[r] = row . activation row m + r, for r < R, of a quantized format.
 template <WeightFormat F, int R>
 ADAKV_AVX2_FN void dot_quant(const Job& job, const uint8_t* row, size_t m, float* out) {
   using T = Fmt<F>;
   const size_t nb = job.K / kActBlock;
-  const size_t blocks = nb / T::kSubs;
-  const int8_t* xq[R];
-  const float* xd[R];
-  const float* xs[R];
-  __m256 acc[R];
-  float macc[R];
+  Acts<R> a;
   for (int r = 0; r < R; ++r) {
-    xq[r] = job.xq + (m + r) * job.K;
-    xd[r] = job.xd + (m + r) * nb;
-    xs[r] = job.xs + (m + r) * nb;
-    acc[r] = _mm256_setzero_ps();
-    macc[r] = 0.0f;
+    a.xq[r] = job.xq + (m + r) * job.K;
+    a.xd[r] = job.xd + (m + r) * nb;
+    a.xs[r] = job.xs + (m + r) * nb;
+    for (int set = 0; set < 2; ++set) {
+      a.acc[set][r] = _mm256_setzero_ps();
+      a.macc[set][r] = 0.0f;
+    }
   }
   const __m256i ones = _mm256_set1_epi16(1);
-  size_t j = 0;
-  for (size_t blk = 0; blk < blocks; ++blk) {
-    typename T::State st;
-    T::prepare(row + blk * T::kBytes, st);
-    for (int sub = 0; sub < T::kSubs; ++sub, ++j) {
-      const Piece p = T::piece(st, sub);
-      __m256i s16 = ones;
-      if constexpr (T::kScales16) s16 = T::scales16(st, sub);
-      for (int r = 0; r < R; ++r) {
-        const __m256i x = simd::load32(reinterpret_cast<const uint8_t*>(xq[r] + j * kActBlock));
-        const __m256i d = simd::dot_piece<F>(p.q, x, s16);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(p.dw * xd[r][j]), acc[r]);
-        if constexpr (T::kMin) macc[r] += p.mw * xs[r][j];
+  if constexpr (T::kSubs == 1) {
+    size_t j = 0;
+    for (; j + 2 <= nb; j += 2) {
+      typename T::State s0, s1;
+      T::prepare(row + j * T::kBytes, s0);
+      T::prepare(row + (j + 1) * T::kBytes, s1);
+      step<F, R, 0>(a, T::piece(s0, 0), ones, j);
+      step<F, R, 1>(a, T::piece(s1, 0), ones, j + 1);
+    }
+    if (j < nb) {
+      typename T::State s0;
+      T::prepare(row + j * T::kBytes, s0);
+      step<F, R, 0>(a, T::piece(s0, 0), ones, j);
+    }
+  } else {
+    static_assert(T::kSubs % 2 == 0);
+    const size_t blocks = nb / T::kSubs;
+    for (size_t blk = 0; blk < blocks; ++blk) {
+      typename T::State st;
+      T::prepare(row + blk * T::kBytes, st);
+      const size_t j = blk * T::kSubs;
+      for (int sub = 0; sub < T::kSubs; sub += 2) {
+        __m256i s0 = ones, s1 = ones;
+        if constexpr (T::kScales16) {
+          s0 = T::scales16(st, sub);
+          s1 = T::scales16(st, sub + 1);
+        }
+        step<F, R, 0>(a, T::piece(st, sub), s0, j + sub);
+        step<F, R, 1>(a, T::piece(st, sub + 1), s1, j + sub + 1);
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = simd::hsum(acc[r]) + macc[r];
+  for (int r = 0; r < R; ++r) {
+    out[r] = simd::hsum(_mm256_add_ps(a.acc[0][r], a.acc[1][r])) + (a.macc[0][r] + a.macc[1][r]);
+  }
 }
 
 template <WeightFormat F>
