@@ -124,12 +124,20 @@ float weight_at(const uint8_t* row, size_t k) {
 template <WeightFormat F, int R>
 ADAKV_AVX2_FN void dot_float(const Job& job, const uint8_t* row, size_t m, float* out) {
   const float* x[R];
-  __m256 acc[R];
+  __m256 acc[R], acc2[R];  // two FMA chains per row
   for (int r = 0; r < R; ++r) {
     x[r] = job.x + (m + r) * job.K;
     acc[r] = _mm256_setzero_ps();
+    acc2[r] = _mm256_setzero_ps();
   }
   size_t k = 0;
+  for (; k + 16 <= job.K; k += 16) {
+    const __m256 w0 = load8<F>(row, k), w1 = load8<F>(row, k + 8);
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[r] + k), acc[r]);
+      acc2[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[r] + k + 8), acc2[r]);
+    }
+  }
   for (; k + 8 <= job.K; k += 8) {
     const __m256 wv = load8<F>(row, k);
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + k), acc[r]);
@@ -137,7 +145,7 @@ ADAKV_AVX2_FN void dot_float(const Job& job, const uint8_t* row, size_t m, float
   for (int r = 0; r < R; ++r) {
     float tail = 0.0f;
     for (size_t t = k; t < job.K; ++t) tail += weight_at<F>(row, t) * x[r][t];
-    out[r] = simd::hsum(acc[r]) + tail;
+    out[r] = simd::hsum(_mm256_add_ps(acc[r], acc2[r])) + tail;
   }
 }
 

@@ -39,6 +39,31 @@ int main(int argc, char** argv) {
   for (auto& v : x) v = normal(rng);
   std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %12s %12s\n", N, K, "format", "level", "thr",
               "MB", "M=1 GB/s", "M=16 GFLOP/s", "M=128 GFLOP/s");
+  {
+    // The float32 reference path of the model today: kernels::matmul (OpenBLAS) on a float copy.
+    std::vector<float> wf(N * K);
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = x[i % x.size()] * 0.01f;
+    for (int threads : {1, 2}) {
+      k::set_num_threads(threads);
+      double t[3];
+      const size_t ms[3] = {1, 16, 128};
+      for (int i = 0; i < 3; ++i) {
+        k::check(k::matmul(y.data(), x.data(), wf.data(), ms[i], N, K), "matmul");
+        int reps = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        double elapsed = 0;
+        do {
+          k::check(k::matmul(y.data(), x.data(), wf.data(), ms[i], N, K), "matmul");
+          ++reps;
+          elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        } while (elapsed < 0.3 || reps < 3);
+        t[i] = elapsed / reps;
+      }
+      const double mb = 4.0 * N * K / 1e6;
+      std::printf("%-6s %-6s %-3d %10.1f %10.2f %12.1f %12.1f\n", "F32", "blas", threads, mb,
+                  mb / 1e3 / t[0], 2.0 * 16 * N * K / t[1] / 1e9, 2.0 * 128 * N * K / t[2] / 1e9);
+    }
+  }
   for (k::WeightFormat f : k::kAllWeightFormats) {
     const size_t rb = k::row_bytes(f, K);
     if (rb == 0) continue;
