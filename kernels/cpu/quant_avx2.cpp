@@ -185,7 +185,74 @@ ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t 
   }
 }
 
+template <WeightFormat F>
+ADAKV_AVX2_FN void dequant(const Job& job, size_t n0, size_t n1, float* out) {
+  for (size_t n = n0; n < n1; ++n, out += job.K) {
+    const uint8_t* row = job.w + n * job.row_bytes;
+    if constexpr (is_float_format(F)) {
+      size_t k = 0;
+      for (; k + 8 <= job.K; k += 8) _mm256_storeu_ps(out + k, load8<F>(row, k));
+      for (; k < job.K; ++k) out[k] = weight_at<F>(row, k);
+    } else {
+      using T = Fmt<F>;
+      const size_t blocks = job.K / kActBlock / T::kSubs;
+      for (size_t blk = 0; blk < blocks; ++blk) {
+        typename T::State st;
+        T::prepare(row + blk * T::kBytes, st);
+        for (int sub = 0; sub < T::kSubs; ++sub) {
+          const Piece p = T::piece(st, sub);
+          float d0 = p.dw, d1 = p.dw;
+          if constexpr (T::kScales16) {
+            int lo, hi;
+            T::scale_ints(st, sub, lo, hi);
+            d0 = p.dw * static_cast<float>(lo);
+            d1 = p.dw * static_cast<float>(hi);
+          }
+          const __m128i half[2] = {_mm256_castsi256_si128(p.q), _mm256_extracti128_si256(p.q, 1)};
+          float* o = out + (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
+          for (int c = 0; c < 4; ++c) {
+            const __m128i bytes = c % 2 ? _mm_srli_si128(half[c / 2], 8) : half[c / 2];
+            const __m256i v =
+                T::kUnsigned ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepi8_epi32(bytes);
+            const __m256 w = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(c < 2 ? d0 : d1),
+                                             _mm256_set1_ps(p.mw));
+            _mm256_storeu_ps(o + 8 * c, w);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+DequantFn avx2_dequant(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32:
+      return dequant<WeightFormat::kF32>;
+    case WeightFormat::kF16:
+      return dequant<WeightFormat::kF16>;
+    case WeightFormat::kBF16:
+      return dequant<WeightFormat::kBF16>;
+    case WeightFormat::kQ8_0:
+      return dequant<WeightFormat::kQ8_0>;
+    case WeightFormat::kQ4_0:
+      return dequant<WeightFormat::kQ4_0>;
+    case WeightFormat::kQ4_1:
+      return dequant<WeightFormat::kQ4_1>;
+    case WeightFormat::kQ5_0:
+      return dequant<WeightFormat::kQ5_0>;
+    case WeightFormat::kQ5_1:
+      return dequant<WeightFormat::kQ5_1>;
+    case WeightFormat::kQ4_K:
+      return dequant<WeightFormat::kQ4_K>;
+    case WeightFormat::kQ5_K:
+      return dequant<WeightFormat::kQ5_K>;
+    case WeightFormat::kQ6_K:
+      return dequant<WeightFormat::kQ6_K>;
+  }
+  return nullptr;
+}
 
 RowsFn avx2_rows(WeightFormat f) {
   switch (f) {

@@ -29,7 +29,12 @@ struct Job {
 // whatever the ranges, so any split over threads gives identical results.
 using RowsFn = void (*)(const Job&, size_t n0, size_t n1, size_t m0, size_t m1);
 
+// Decodes rows [n0, n1) of the weights to float32, out: [n1 - n0][K] (the GEMM path).
+using DequantFn = void (*)(const Job&, size_t n0, size_t n1, float* out);
+
 RowsFn scalar_rows(WeightFormat f);
+DequantFn scalar_dequant(WeightFormat f);
+DequantFn avx2_dequant(WeightFormat f);
 RowsFn avx2_rows(WeightFormat f);
 RowsFn avx512_rows(WeightFormat f);
 

@@ -186,6 +186,13 @@ struct Fmt<WeightFormat::kQ6_K> {
     return {_mm256_sub_epi8(q, _mm256_set1_epi8(32)), s.d, 0.0f};
   }
   // The two 16-bit factors of piece sub: scale 8c + 2g in the low lane, + 1 in the high lane.
+  // The same two factors as integers.
+  ADAKV_TARGET_AVX2 static void scale_ints(const State& s, int sub, int& lo, int& hi) {
+    const int c = sub / 4, g = sub % 4;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(s.b + 192);
+    lo = sc[8 * c + 2 * g];
+    hi = sc[8 * c + 2 * g + 1];
+  }
   ADAKV_TARGET_AVX2 static __m256i scales16(const State& s, int sub) {
     const int c = sub / 4, g = sub % 4;
     const int8_t* sc = reinterpret_cast<const int8_t*>(s.b + 192);

@@ -150,7 +150,7 @@ void check_level_matches_dequantized(QuantLevel level) {
       for (size_t N : {1, 7, 769}) {
         const auto w = random_weights(f, N, K, ++seed);
         const auto wf = dequantize(f, w, N, K);
-        for (size_t M : {1, 3, 16}) {
+        for (size_t M : {1, 3, 16, 40}) {
           const auto x = adakv::test::random_vector(M * K, ++seed);
           std::vector<float> y(M * N, NAN);
           ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk)
@@ -299,7 +299,7 @@ TEST(QuantMatmul, OneAndTwoThreadsAreBitIdentical) {
     if (!k::set_quant_level(level)) continue;
     uint32_t seed = 900;
     for (WeightFormat f : k::kAllWeightFormats) {
-      for (size_t M : {1, 16}) {
+      for (size_t M : {1, 16, 40}) {
         const size_t N = 769, K = 1536;  // enough work for the threaded path
         const auto w = random_weights(f, N, K, ++seed);
         const auto x = adakv::test::random_vector(M * K, ++seed);
