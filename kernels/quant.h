@@ -3,12 +3,14 @@
 // W is N rows of K elements each, stored row after row in format f (row stride row_bytes(f, K)),
 // exactly as a GGUF tensor of shape ne = [K, N] holds them. matmul_quant computes
 //   y[m][n] = sum_k x[m][k] * W[n][k]      x: [M][K] float32, y: [M][N] float32
-// M = 1 is decode (GEMV); M > 1 (batched decode, prefill) reads each weight row once per tile of
-// activation rows, not once per row.
+// M = 1 is decode (GEMV); 1 < M < 32 (batched decode) reads each weight row once per tile of
+// activation rows, not once per row; M >= 32 (prefill) decodes panels of 64 weight rows to float32
+// once and runs a float32 GEMM (OpenBLAS) of all M rows against each.
 //
-// Quantized formats (Q*) quantize the activation rows to 8 bits first (per 32 elements: a float
-// scale and 32 int8, as llama.cpp does), so they equal dequantize-then-float32 only within the
-// tolerance of kernels/quant_tolerance.h. F32/F16/BF16 are exact float32 products up to rounding.
+// For M < 32 the quantized formats (Q*) quantize the activation rows to 8 bits first (per 32
+// elements: a float scale and 32 int8, as llama.cpp does), so they equal dequantize-then-float32
+// only within the tolerance of kernels/quant_tolerance.h; for M >= 32 and for F32/F16/BF16 the
+// products are float32 up to rounding.
 //
 // The implementation is chosen at runtime (CPUID): AVX-512 (F+BW+VL), else AVX2+FMA+F16C, else
 // portable scalar code. Every level computes each output element on one thread in an order that

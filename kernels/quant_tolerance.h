@@ -4,7 +4,8 @@
 //
 //   |got - ref| <= act * sum_k |W[n][k]| * amax(k) / 127  +  rel * sum_k |x[m][k] * W[n][k]|
 //
-//  - act: rounding of the activations to int8 (quantized formats only; llama.cpp does the same):
+//  - act: rounding of the activations to int8 (quantized formats with M < 32 only; llama.cpp does
+//    the same; the M >= 32 path decodes the weights to float32 and stays well inside the bound):
 //    each x[k] moves by at most half a step, amax / 127 / 2. This term is the error budget of
 //    8-bit activations; on random data the dot products land ~1e-3 (relative to sum |x w|) from
 //    float32 and at most ~1e-2 on single blocks.
