@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return root ? app.exit(e) : e.get_exit_code();
+    // CLI11's own codes (104 for a value that does not convert...) become the contract's 2.
+    const int code = root ? app.exit(e) : e.get_exit_code();
+    return code == 0 ? 0 : 2;
   }
   try {
     return selected ? selected() : 2;
