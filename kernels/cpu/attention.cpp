@@ -6,7 +6,8 @@
 //    first packed transposed per KV head, [key block][d][kKeyBlock], so that a tile of
 //    kQueryBlock x kKeyBlock scores is a small matrix product whose inner loop runs along the
 //    keys in whole vectors; P x V then runs along the head dimension. Both keep a few query rows
-//    of accumulators in registers, which is where the time goes at long prompts.
+//    of accumulators in registers, which is where the time goes at long prompts. The softmax
+//    step between them keeps each score row in registers (vector exp, shuffle reductions).
 //  - rowwise (decode and odd shapes): one query at a time, one dot product per key.
 #include <algorithm>
 #include <cmath>
@@ -37,6 +38,7 @@ constexpr size_t kKeyVecs = kKeyBlock / kLanes;
 
 // GCC/Clang vector extension: lowered to the widest vectors the target has.
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+using IVec = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
 inline Vec load(const float* p) {
   Vec v;
@@ -105,35 +107,71 @@ void score_tile(float* scores, const float* q, const float* kt, size_t Dh) {
   gemm_blocks<kQueryBlock, kKeyVecs>(scores, kKeyBlock, nullptr, q, Dh, kt, kKeyBlock, Dh);
 }
 
+// e^x on a whole vector: the polynomial of vec_exp.h (relative error below 3e-7, inputs clamped
+// to [-87, 88]) kept in registers, so that a score row never goes through memory for it.
+inline Vec exp_vec(Vec x) {
+  x = x < splat(-87.0f) ? splat(-87.0f) : x;
+  x = x > splat(88.0f) ? splat(88.0f) : x;
+  const Vec kf = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  Vec r = x - kf * 0.693145751953125f;
+  r = r - kf * 1.428606765330187045e-06f;
+  Vec p = splat(1.0f / 720.0f);
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const IVec bits = (__builtin_convertvector(kf, IVec) + 127) << 23;
+  Vec scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// Folds the lanes of v with op (max, +) in log2(kLanes) shuffle steps, in registers.
+template <typename Op>
+inline float reduce_lanes(Vec v, Op op) {
+#if defined(__AVX512F__)
+  v = op(v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = op(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = op(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = op(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+#else
+  v = op(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3));
+  v = op(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5));
+  v = op(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6));
+#endif
+  return v[0];
+}
+
 // One row of a score tile in the online softmax: s[j] becomes exp(s[j] - m) for the visible
 // keys and 0 for the rest, where m is the new running maximum; updates max and sum and returns
 // the factor exp(old max - new max) that rescales the row's accumulated output.
 float softmax_row_update(float* s, size_t visible, float& row_max, float& row_sum) {
-  const Vec neg_inf = splat(-std::numeric_limits<float>::infinity());
+  IVec lane;
+  for (size_t l = 0; l < kLanes; ++l) lane[l] = static_cast<int32_t>(l);
+  const int32_t vis = static_cast<int32_t>(visible);
   Vec v[kKeyVecs];
-  for (size_t c = 0; c < kKeyVecs; ++c) v[c] = load(s + c * kLanes);
-  if (visible < kKeyBlock) {
-    for (size_t j = visible; j < kKeyBlock; ++j) v[j / kLanes][j % kLanes] = neg_inf[0];
-  }
   Vec vmax = splat(row_max);
-  for (size_t c = 0; c < kKeyVecs; ++c) vmax = v[c] > vmax ? v[c] : vmax;
-  float m = vmax[0];
-  for (size_t l = 1; l < kLanes; ++l) m = std::max(m, vmax[l]);
-  for (size_t c = 0; c < kKeyVecs; ++c) store(s + c * kLanes, v[c] - m);
-  exp_inplace(s, kKeyBlock);  // masked keys: exp(-inf) clamps to ~1e-38, zeroed below
+  for (size_t c = 0; c < kKeyVecs; ++c) {
+    v[c] = load(s + c * kLanes);
+    if (visible < kKeyBlock) {
+      v[c] = lane + static_cast<int32_t>(c * kLanes) < vis
+                 ? v[c]
+                 : splat(-std::numeric_limits<float>::infinity());
+    }
+    vmax = v[c] > vmax ? v[c] : vmax;
+  }
+  const float m = reduce_lanes(vmax, [](Vec a, Vec b) { return a > b ? a : b; });
   Vec vsum{};
   for (size_t c = 0; c < kKeyVecs; ++c) {
-    Vec e = load(s + c * kLanes);
-    if (visible < kKeyBlock) {
-      for (size_t l = 0; l < kLanes; ++l) {
-        if (c * kLanes + l >= visible) e[l] = 0.0f;
-      }
-      store(s + c * kLanes, e);
-    }
+    Vec e = exp_vec(v[c] - m);
+    // Masked keys: exp(-inf) clamps to ~1e-38; they must weigh exactly 0.
+    if (visible < kKeyBlock) e = lane + static_cast<int32_t>(c * kLanes) < vis ? e : Vec{};
+    store(s + c * kLanes, e);
     vsum += e;
   }
-  float sum = 0;
-  for (size_t l = 0; l < kLanes; ++l) sum += vsum[l];
+  const float sum = reduce_lanes(vsum, [](Vec a, Vec b) { return a + b; });
   const float correction = std::exp(row_max - m);
   row_sum = row_sum * correction + sum;
   row_max = m;
