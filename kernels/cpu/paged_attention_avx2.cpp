@@ -216,15 +216,20 @@ ADAKV_AVX2_FN float softmax_row(float* s, size_t n_pad, size_t visible, const fl
   return correction;
 }
 
-// Whether any of the first n codes is an E4M3 NaN (0x7F or 0xFF).
+// Whether any of the first n codes is an E4M3 NaN (0x7F or 0xFF): exactly the codes for which
+// c | 0x80 is 0xFF, so a running byte-wise maximum of c | 0x80 reaches 0xFF iff one is there.
 ADAKV_AVX2_FN bool has_e4m3_nan(const uint8_t* codes, size_t n) {
-  const __m256i all = _mm256_set1_epi8(static_cast<char>(0xFF));
   const __m256i sign = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i m0 = sign, m1 = sign;
   size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i));
-    if (!_mm256_testz_si256(_mm256_cmpeq_epi8(_mm256_or_si256(c, sign), all), all)) return true;
+  for (; i + 64 <= n; i += 64) {
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i));
+    const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i + 32));
+    m0 = _mm256_max_epu8(m0, _mm256_or_si256(c0, sign));
+    m1 = _mm256_max_epu8(m1, _mm256_or_si256(c1, sign));
   }
+  const __m256i all = _mm256_set1_epi8(static_cast<char>(0xFF));
+  if (!_mm256_testz_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(m0, m1), all), all)) return true;
   for (; i < n; ++i) {
     if ((codes[i] | 0x80) == 0xFF) return true;
   }
