@@ -68,10 +68,33 @@ QuantLevel best_quant_level();
 bool set_quant_level(QuantLevel level);
 QuantLevel quant_level();
 
+// Which kernel computes the product.
+enum class MatmulPath {
+  kAuto,       // by M, as described at the top of this file
+  kRowDots,    // the M < 32 path for any M: each row alone, activations rounded to 8 bits
+  kFloatGemm,  // the M >= 32 path for any M: float32 products, no activation rounding
+  // Each row alone in float32: small panels of weight rows are decoded to float32 in L1 once per
+  // call and multiplied with the unrounded activation rows (for decode when float32 accuracy
+  // matters more than the int8 path's speed).
+  kFloatDots,
+};
+
+struct MatmulOptions {
+  size_t ldy = 0;           // row stride of y in floats; 0 means N
+  bool accumulate = false;  // y += x W^T instead of y = x W^T
+  MatmulPath path = MatmulPath::kAuto;
+};
+
 // y[m][n] = sum_k x[m][k] * W[n][k]; see the top of this file. kInvalidArgument when K is not a
-// multiple of block_elements(f) or is 0, when f is not a WeightFormat, or a pointer is null while
-// M and N are not 0. Multithreaded over N with OpenMP (kernels::set_num_threads).
+// multiple of block_elements(f) or is 0, when f is not a WeightFormat, when ldy is below N, or a
+// pointer is null while M and N are not 0. Multithreaded over N with OpenMP
+// (kernels::set_num_threads). On the kRowDots path a row's result never depends on M, the other
+// rows or the thread count (the float GEMM's may, by float rounding, with M).
 Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
-                    size_t K, Stream stream = {});
+                    size_t K, const MatmulOptions& options, Stream stream = {});
+inline Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M,
+                           size_t N, size_t K, Stream stream = {}) {
+  return matmul_quant(y, x, w, f, M, N, K, MatmulOptions{}, stream);
+}
 
 }  // namespace adakv::kernels

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/ops.h"
+#include "model/gguf/dequant.h"
 #include "model/gguf/gguf.h"
 
 namespace adakv::model {
@@ -30,8 +31,8 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights)
     : LlamaModel(config, std::move(weights), ShardLayout::single(config), nullptr) {}
 
 LlamaModel LlamaModel::load(const std::string& path) {
-  const auto file = gguf::GgufFile::open(path);
-  auto config = ModelConfig::from_gguf(file);
+  auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
+  auto config = ModelConfig::from_gguf(*file);
   auto weights = Weights::load(file, config, ShardLayout::single(config));
   return LlamaModel(std::move(config), std::move(weights));
 }
@@ -71,6 +72,56 @@ void LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch,
   run(tokens, n, batch, logits, 1);
 }
 
+namespace {
+
+// Consecutive activation rows that take one kernel path (kernels/quant.h): a sequence's single
+// decode row takes the float32 row dots, a prompt chunk the float32 GEMM; activations are never
+// rounded to 8 bits, so the products stay those of the dequantized model (as the oracle
+// computes them) up to float32 rounding. The choice depends only on
+// the sequence's own rows, so a sequence computes the same numbers alone or in any batch.
+struct RowRun {
+  size_t begin, count;
+  k::MatmulPath path;
+};
+
+std::vector<RowRun> row_runs(const KvBatch& batch) {
+  std::vector<RowRun> runs;
+  for (size_t s = 0, row = 0; s < batch.size(); ++s) {
+    const size_t count = batch.tokens(s);
+    const auto path = count == 1 ? k::MatmulPath::kFloatDots : k::MatmulPath::kFloatGemm;
+    if (!runs.empty() && runs.back().path == path) {
+      runs.back().count += count;
+    } else {
+      runs.push_back({row, count, path});
+    }
+    row += count;
+  }
+  return runs;
+}
+
+// y[rows][ldy] (+)= x[rows][w.in_features()] W^T, each run on its path.
+void apply(const Linear& w, const std::vector<RowRun>& runs, const float* x, float* y, size_t ldy,
+           bool accumulate = false) {
+  for (const RowRun& r : runs) {
+    w.forward(y + r.begin * ldy, x + r.begin * w.in_features(), r.count, {ldy, accumulate, r.path});
+  }
+}
+
+}  // namespace
+
+void LlamaModel::embed(const int32_t* tokens, size_t n, float* x) const {
+  const size_t D = config_.d_model;
+  const auto type = static_cast<gguf::GgmlType>(weights_.token_embd.format());
+  for (size_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= config_.vocab_size) {
+      throw std::invalid_argument("embed: token id " + std::to_string(tokens[t]) +
+                                  " is outside the vocabulary of " +
+                                  std::to_string(config_.vocab_size));
+    }
+    gguf::dequantize(type, weights_.token_embd.row(static_cast<size_t>(tokens[t])), x + t * D, D);
+  }
+}
+
 void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
                      size_t n_logits) const {
   const auto& c = local_;
@@ -84,6 +135,7 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   // One rank: the RowParallel matmuls accumulate straight into x.
   float* row_out = tp_ ? partial.data() : x.data();
   const bool accumulate = tp_ == nullptr;
+  const std::vector<RowRun> runs = row_runs(batch);
   // Positions of the packed rows, and the rows whose logits are wanted.
   std::vector<int32_t> positions(n);
   std::vector<size_t> logit_rows;
@@ -97,15 +149,17 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
 
-  k::check(k::embed(x.data(), weights_.token_embd.data(), tokens, n, c.vocab_size, D), "embed");
+  embed(tokens, n, x.data());
 
   for (size_t l = 0; l < c.n_layers; ++l) {
     const auto& w = weights_.layers[l];
     k::check(k::rmsnorm(h.data(), x.data(), w.attn_norm.data(), n, D, c.rms_eps), "rmsnorm");
-    k::check(k::matmul(qkv.data(), h.data(), w.wqkv.data(), n, qkv_width, D), "matmul");
     float* q = qkv.data();
     float* kk = q + QW;
     float* v = kk + KW;
+    apply(w.wq, runs, h.data(), q, qkv_width);
+    apply(w.wk, runs, h.data(), kk, qkv_width);
+    apply(w.wv, runs, h.data(), v, qkv_width);
     k::check(k::rope_adjacent(q, positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
                               c.rope_theta),
              "rope");
@@ -113,13 +167,14 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
                               qkv_width, c.rope_theta),
              "rope");
     batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn.data(), QW);
-    k::check(k::matmul(row_out, attn.data(), w.wo.data(), n, D, QW, accumulate), "matmul");
+    apply(w.wo, runs, attn.data(), row_out, D, accumulate);
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
 
     k::check(k::rmsnorm(h.data(), x.data(), w.ffn_norm.data(), n, D, c.rms_eps), "rmsnorm");
-    k::check(k::matmul(gate_up.data(), h.data(), w.w_gate_up.data(), n, 2 * F, D), "matmul");
+    apply(w.w_gate, runs, h.data(), gate_up.data(), 2 * F);
+    apply(w.w_up, runs, h.data(), gate_up.data() + F, 2 * F);
     k::check(k::swiglu(act.data(), gate_up.data(), n, F), "swiglu");
-    k::check(k::matmul(row_out, act.data(), w.w_down.data(), n, D, F, accumulate), "matmul");
+    apply(w.w_down, runs, act.data(), row_out, D, accumulate);
     if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
   }
   batch.commit();
@@ -142,17 +197,20 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   }
   k::check(k::rmsnorm(h.data(), last, weights_.output_norm.data(), n_logits, D, c.rms_eps),
            "rmsnorm");
+  // The float32 GEMM when one sequence asks for the logits of several rows (scoring a text),
+  // else row dots: a sequence's logits do not depend on its batch.
+  const k::MatmulPath lm_path =
+      batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : k::MatmulPath::kFloatDots;
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
-  const float* lm_head = weights_.lm_head(shard_, D);
   logits.resize(n_logits * V);
   if (shard_.lm_head == LmHeadMode::kReplicated) {
-    k::check(k::matmul(logits.data(), h.data(), lm_head, n_logits, V, D), "matmul");
+    weights_.lm_head.forward(logits.data(), h.data(), n_logits, {V, false, lm_path});
     return;
   }
   // Vocab-parallel: each rank's [n_logits][V / tp] block, gathered rank-major, then
   // interleaved back to [n_logits][V].
   std::vector<float> local(n_logits * rows), gathered(shard_.tp_size * n_logits * rows);
-  k::check(k::matmul(local.data(), h.data(), lm_head, n_logits, rows, D), "matmul");
+  weights_.lm_head.forward(local.data(), h.data(), n_logits, {rows, false, lm_path});
   tp_->all_gather(local.data(), local.size(), gathered.data());
   for (size_t r = 0; r < shard_.tp_size; ++r) {
     for (size_t t = 0; t < n_logits; ++t) {

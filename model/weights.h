@@ -1,12 +1,17 @@
-// Model weights, dequantized to float32 at load. Matrices keep PyTorch's [out][in] layout
-// (GGUF ne = [in, out]), so y = x W^T is kernels::matmul(y, x, W, T, out, in).
-// A tensor-parallel rank holds only its shard (model/shard.h): the shapes below then use the
-// local head counts and ffn width; token_embd and the norms are whole on every rank.
+// Model weights as the GGUF file holds them: every matrix a Linear in its stored block format
+// (model/linear.h), read in place from the memory-mapped file where the shard is a range of
+// whole rows; only the norms, a few KiB, are decoded to float32.
+// A tensor-parallel rank holds only its shard (model/shard.h): q, k, v, gate and up are
+// ColumnParallel (the rank's heads and ffn columns), o and down RowParallel; the token
+// embedding table is whole on every rank (only the looked-up rows are read), the LM head is the
+// shard's vocab rows.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
+#include "model/linear.h"
 #include "model/shard.h"
 
 namespace adakv::gguf {
@@ -17,31 +22,27 @@ namespace adakv::model {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // [d_model]
-  // q, k and v stacked: [(n_heads + 2 n_kv_heads) * head_dim][d_model]. The q and k rows come
-  // permuted by the GGUF converter so that RoPE rotates adjacent pairs.
-  std::vector<float> wqkv;
-  std::vector<float> wo;         // [d_model][n_heads*head_dim]
-  std::vector<float> ffn_norm;   // [d_model]
-  std::vector<float> w_gate_up;  // gate and up stacked: [2 ffn_dim][d_model]
-  std::vector<float> w_down;     // [d_model][ffn_dim]
+  // The q and k rows come permuted by the GGUF converter so that RoPE rotates adjacent pairs.
+  Linear wq, wk, wv;            // ColumnParallel: [local heads * head_dim][d_model]
+  Linear wo;                    // RowParallel: [d_model][local q heads * head_dim]
+  std::vector<float> ffn_norm;  // [d_model]
+  Linear w_gate, w_up;          // ColumnParallel: [local ffn][d_model]
+  Linear w_down;                // RowParallel: [d_model][local ffn]
 };
 
 struct Weights {
-  std::vector<float> token_embd;   // [vocab][d_model]
-  std::vector<float> output_norm;  // [d_model]
-  std::vector<float> output;       // [local vocab rows][d_model]; empty when tied to token_embd
+  std::shared_ptr<const gguf::GgufFile> file;  // the mapping the Linears read from
+  Linear token_embd;                           // the whole table: [vocab][d_model]
+  std::vector<float> output_norm;              // [d_model]
+  Linear lm_head;                              // [shard.vocab_rows][d_model]
   std::vector<LayerWeights> layers;
 
+  // Bytes one decoded token reads: every layer's matrices, the LM head and the norms.
   size_t bytes() const;
 
-  // The LM head rows of the shard: [shard.vocab_rows][d_model].
-  const float* lm_head(const ShardLayout& shard, size_t d_model) const {
-    return output.empty() ? token_embd.data() + shard.vocab_begin * d_model : output.data();
-  }
-
-  // Checks every tensor's presence, shape and type, then dequantizes the shard's slice only.
-  // Throws std::runtime_error naming the tensor on any mismatch.
-  static Weights load(const gguf::GgufFile& file, const ModelConfig& config,
+  // Checks every tensor's presence, shape and type, and that the shard's cuts fall on block
+  // boundaries. Throws std::runtime_error naming the tensor on any mismatch.
+  static Weights load(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
                       const ShardLayout& shard);
 };
 

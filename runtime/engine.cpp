@@ -31,8 +31,8 @@ EngineCommand make_command(EngineOp op, const GenerateRequest& request = {},
   return c;
 }
 
-model::LlamaModel load_model(const gguf::GgufFile& file, comm::Communicator* tp) {
-  auto config = model::ModelConfig::from_gguf(file);
+model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp) {
+  auto config = model::ModelConfig::from_gguf(*file);
   const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
   const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
   auto weights = model::Weights::load(file, config, shard);
@@ -42,13 +42,13 @@ model::LlamaModel load_model(const gguf::GgufFile& file, comm::Communicator* tp)
 }  // namespace
 
 Engine::Engine(const std::string& path, comm::Communicator* tp)
-    : Engine(gguf::GgufFile::open(path), tp) {}
+    : Engine(std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path)), tp) {}
 
-Engine::Engine(const gguf::GgufFile& file, comm::Communicator* tp)
+Engine::Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp)
     : single_(tp ? nullptr : comm::make_single_communicator()),
       control_(tp ? *tp : *single_),
       model_(load_model(file, tp)),
-      tokenizer_(tokenizer::vocab_from_gguf(file)) {}
+      tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
 
 Engine::~Engine() {
   try {

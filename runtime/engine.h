@@ -102,7 +102,7 @@ class Engine {
   // Loads the model at `path` (resolve names with resolve_model first). `tp` (not owned,
   // outliving the engine) is the tensor-parallel group; null or one rank: no parallelism.
   explicit Engine(const std::string& path, comm::Communicator* tp = nullptr);
-  explicit Engine(const gguf::GgufFile& file, comm::Communicator* tp = nullptr);
+  explicit Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

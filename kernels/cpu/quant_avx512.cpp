@@ -218,7 +218,7 @@ ADAKV_AVX512_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_
           dot<F, 1>(job, row, m, out);
           break;
       }
-      for (size_t r = 0; r < R; ++r) job.y[(m + r) * job.N + n] = out[r];
+      for (size_t r = 0; r < R; ++r) store(job, m + r, n, out[r]);
       m += R;
     }
   }

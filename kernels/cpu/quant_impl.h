@@ -14,8 +14,10 @@ inline constexpr size_t kActBlock = 32;
 
 // One matmul_quant call as the row kernels see it.
 struct Job {
-  float* y;  // [M][N]
+  float* y;  // [M][N], row stride ldy
   size_t N;
+  size_t ldy;
+  bool accumulate;   // y += x W^T instead of y = x W^T
   const uint8_t* w;  // N rows of row_bytes
   size_t row_bytes;
   size_t K;
@@ -24,6 +26,12 @@ struct Job {
   const float* xd;   // [M][K / 32] their scales
   const float* xs;   // [M][K / 32] scale * sum of the block's int8
 };
+
+// Writes (or adds, when the job accumulates) one output element.
+inline void store(const Job& job, size_t m, size_t n, float v) {
+  float& out = job.y[m * job.ldy + n];
+  out = job.accumulate ? out + v : v;
+}
 
 // Computes y[m][n] for n in [n0, n1), m in [m0, m1). Each y element is computed the same way
 // whatever the ranges, so any split over threads gives identical results.

@@ -178,7 +178,7 @@ void scalar_rows_quant(const Job& job, size_t n0, size_t n1, size_t m0, size_t m
         acc += static_cast<float>(isum) * (p.dw * xd[j]);
         macc += p.mw * xs[j];
       }
-      job.y[m * job.N + n] = acc + macc;
+      store(job, m, n, acc + macc);
     }
   }
 }
@@ -209,8 +209,8 @@ void scalar_rows_float(const Job& job, size_t n0, size_t n1, size_t m0, size_t m
         for (int i = 0; i < 8; ++i) acc[i] += weight_at<F>(row, k + i) * x[k + i];
       }
       for (; k < job.K; ++k) acc[0] += weight_at<F>(row, k) * x[k];
-      job.y[m * job.N + n] =
-          ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+      store(job, m, n,
+            ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
     }
   }
 }
@@ -380,9 +380,11 @@ QuantLevel quant_level() {
 }
 
 Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
-                    size_t K, Stream) {
+                    size_t K, const MatmulOptions& options, Stream) {
   const FormatInfo* fi = find_format(static_cast<uint32_t>(f));
   if (!fi || K == 0 || K % fi->block_elements != 0) return Status::kInvalidArgument;
+  const size_t ldy = options.ldy == 0 ? N : options.ldy;
+  if (ldy < N) return Status::kInvalidArgument;
   if (M == 0 || N == 0) return Status::kOk;
   if (!y || !x || !w) return Status::kInvalidArgument;
 
@@ -403,6 +405,8 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
   Job job{};
   job.y = y;
   job.N = N;
+  job.ldy = ldy;
+  job.accumulate = options.accumulate;
   job.w = static_cast<const uint8_t*>(w);
   job.row_bytes = row_bytes(f, K);
   job.K = K;
@@ -411,7 +415,9 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
   const size_t work = M * N * K;
   const int threads = work < (size_t{1} << 18) ? 1 : omp_get_max_threads();
 
-  if (M >= kGemmMinRows) {
+  const bool gemm = options.path == MatmulPath::kFloatGemm ||
+                    (options.path == MatmulPath::kAuto && M >= kGemmMinRows);
+  if (gemm) {
     // Prefill: panels of kPanel weight rows decoded to float32 once, then one float32 GEMM of
     // all M rows against each (OpenBLAS, single-threaded inside each OpenMP thread). Panels sit
     // at multiples of kPanel whatever the thread count, so results do not depend on it.
@@ -436,7 +442,38 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
                     static_cast<int>(np), static_cast<int>(K), 1.0f, x, static_cast<int>(K), wp,
-                    static_cast<int>(K), 0.0f, y + p0, static_cast<int>(N));
+                    static_cast<int>(K), options.accumulate ? 1.0f : 0.0f, y + p0,
+                    static_cast<int>(ldy));
+      }
+    }
+    return Status::kOk;
+  }
+
+  if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
+    // Panels of weight rows decoded to float32 (small enough to stay in L1), then the float32
+    // row kernel of this level over all M rows. A panel's rows are independent, so the panel
+    // size changes nothing in the results.
+    const DequantFn dq = quant_level() == QuantLevel::kScalar ? scalar_dequant(f) : avx2_dequant(f);
+    RowsFn frows = quant_level() == QuantLevel::kAvx512 ? avx512_rows(WeightFormat::kF32)
+                   : quant_level() == QuantLevel::kAvx2 ? avx2_rows(WeightFormat::kF32)
+                                                        : scalar_rows(WeightFormat::kF32);
+    const size_t panel_rows = std::max<size_t>(1, (size_t{32} << 10) / (K * sizeof(float)));
+#pragma omp parallel num_threads(threads)
+    {
+      thread_local std::vector<float> panel;
+      if (panel.size() < panel_rows * K) panel.resize(panel_rows * K);
+      const size_t nt = static_cast<size_t>(omp_get_num_threads());
+      const size_t chunk = (N + nt - 1) / nt;
+      const size_t n0 = std::min(N, chunk * static_cast<size_t>(omp_get_thread_num()));
+      const size_t n1 = std::min(N, n0 + chunk);
+      for (size_t p0 = n0; p0 < n1; p0 += panel_rows) {
+        const size_t np = std::min(n1, p0 + panel_rows) - p0;
+        dq(job, p0, p0 + np, panel.data());
+        Job fj = job;
+        fj.y = y + p0;
+        fj.w = reinterpret_cast<const uint8_t*>(panel.data());
+        fj.row_bytes = K * sizeof(float);
+        for (size_t m0 = 0; m0 < M; m0 += 16) frows(fj, 0, np, m0, std::min(M, m0 + 16));
       }
     }
     return Status::kOk;
@@ -445,7 +482,7 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
   // The caller's workspace for the quantized activations, grown once and reused.
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xds;
-  const bool quantized = !is_float_format(f);
+  const bool quantized = !is_float_format(f) && options.path != MatmulPath::kFloatDots;
   if (quantized) {
     const size_t nb = K / kActBlock;
     if (xq.size() < M * K) xq.resize(M * K);

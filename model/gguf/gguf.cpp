@@ -550,6 +550,14 @@ GgufFile GgufFile::parse(const void* data, size_t size, const std::string& label
   return f;
 }
 
+void GgufFile::release_pages(const uint8_t* p, size_t n) const {
+  if (!mapping_ || !mapping_->map || n == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 const Value* GgufFile::find(std::string_view key) const {
   for (const auto& [k, v] : metadata_) {
     if (k == key) return &v;

@@ -118,6 +118,10 @@ class GgufFile {
   const TensorInfo& tensor(std::string_view name) const;       // throws naming the tensor
   // Pointer to the tensor's n_bytes bytes inside the mapped data section.
   const uint8_t* tensor_data(const TensorInfo& t) const;
+  // Lets the kernel drop the mapped pages wholly inside [p, p + n) from this process's resident
+  // memory (they are read again from the file if touched later): for data copied elsewhere, so
+  // that it is not resident twice. Does nothing for an in-memory image.
+  void release_pages(const uint8_t* p, size_t n) const;
 
  private:
   GgufFile() = default;

@@ -315,3 +315,65 @@ TEST(QuantMatmul, OneAndTwoThreadsAreBitIdentical) {
   }
   k::set_num_threads(before);
 }
+
+// The explicit paths, with an output row stride and accumulation: the float32 paths (row dots on
+// L1 panels, GEMM) equal dequantize-then-float32 within float32 rounding at every M, and a row
+// of the row-dot paths is bit for bit the same alone as in a batch of M.
+TEST(QuantMatmul, ExplicitPathsStridesAndAccumulation) {
+  LevelGuard guard;
+  uint32_t seed = 900;
+  for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512}) {
+    if (!k::set_quant_level(level)) continue;
+    for (WeightFormat f : k::kAllWeightFormats) {
+      const size_t K = k::block_elements(f) == 256 ? 512 : 96, N = 37, ldy = N + 5;
+      const auto w = random_weights(f, N, K, ++seed);
+      const auto wf = dequantize(f, w, N, K);
+      for (k::MatmulPath path :
+           {k::MatmulPath::kRowDots, k::MatmulPath::kFloatDots, k::MatmulPath::kFloatGemm}) {
+        const bool float_exact = path != k::MatmulPath::kRowDots || k::block_elements(f) == 1;
+        for (size_t M : {1, 5, 33}) {
+          const auto x = adakv::test::random_vector(M * K, ++seed);
+          const auto y0 = adakv::test::random_vector(M * ldy, ++seed);
+          std::vector<float> y = y0;
+          ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K, {ldy, true, path}),
+                    k::Status::kOk);
+          std::vector<double> ref, mag, act;
+          reference(x, wf, M, N, K, ref, mag, &act);
+          const k::QuantTolerance tol = k::quant_tolerance(f);
+          for (size_t m = 0; m < M; ++m) {
+            for (size_t n = 0; n < ldy; ++n) {
+              const size_t i = m * ldy + n;
+              if (n >= N) {
+                ASSERT_EQ(y[i], y0[i]) << "wrote outside the row: " << label(f, level, M, N, K);
+                continue;
+              }
+              const size_t r = m * N + n;
+              const double bound = (float_exact ? 0.0 : tol.act * act[r]) + tol.rel * mag[r] +
+                                   1e-6 * std::fabs(double(y0[i])) + 1e-30;
+              ASSERT_LE(std::fabs(double(y[i]) - y0[i] - ref[r]), bound)
+                  << label(f, level, M, N, K) << " path " << int(path) << " at " << m << "," << n;
+            }
+          }
+          if (path == k::MatmulPath::kFloatGemm) continue;
+          for (size_t m = 0; m < M; ++m) {
+            std::vector<float> alone(N);
+            ASSERT_EQ(k::matmul_quant(alone.data(), x.data() + m * K, w.data(), f, 1, N, K,
+                                      {0, false, path}),
+                      k::Status::kOk);
+            std::vector<float> batched(M * N);
+            ASSERT_EQ(
+                k::matmul_quant(batched.data(), x.data(), w.data(), f, M, N, K, {0, false, path}),
+                k::Status::kOk);
+            for (size_t n = 0; n < N; ++n) {
+              ASSERT_EQ(alone[n], batched[m * N + n]) << label(f, level, M, N, K);
+            }
+          }
+        }
+      }
+    }
+  }
+  std::vector<float> x(96), y(4);
+  std::vector<uint8_t> w(4 * 96 * 4);
+  EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), WeightFormat::kF32, 1, 4, 96, {3}),
+            k::Status::kInvalidArgument);  // ldy below N
+}

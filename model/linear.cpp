@@ -1,0 +1,97 @@
+#include "model/linear.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "model/gguf/dequant.h"
+#include "model/gguf/gguf.h"
+#include "model/tensor_lookup.h"
+
+namespace adakv::model {
+namespace k = adakv::kernels;
+
+namespace {
+
+const gguf::TensorInfo& find_matrix(const gguf::GgufFile& f, const std::string& name, size_t in,
+                                    size_t out) {
+  const gguf::TensorInfo& t = find_checked(f, name, in, out);
+  if (!k::is_weight_format(static_cast<uint32_t>(t.type))) {
+    throw std::runtime_error(
+        fmt::format("{}: tensor '{}' has type {}, which adakv's matrix "
+                    "kernels do not handle",
+                    f.path(), name, gguf::type_name(t.type)));
+  }
+  return t;
+}
+
+}  // namespace
+
+Linear Linear::replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out) {
+  Linear l = column_parallel(f, name, in, out, 0, out);
+  l.parallelism_ = Parallelism::kReplicated;
+  return l;
+}
+
+Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
+                               size_t out, size_t begin, size_t count) {
+  const gguf::TensorInfo& t = find_matrix(f, name, in, out);
+  if (begin + count > out) {
+    throw std::runtime_error(fmt::format("{}: rows [{}, {}) of tensor '{}' are outside its {} rows",
+                                         f.path(), begin, begin + count, name, out));
+  }
+  Linear l;
+  l.format_ = static_cast<k::WeightFormat>(t.type);
+  l.parallelism_ = Parallelism::kColumn;
+  l.in_ = in;
+  l.out_ = count;
+  l.row_bytes_ = k::row_bytes(l.format_, in);
+  l.data_ = f.tensor_data(t) + begin * l.row_bytes_;
+  return l;
+}
+
+Linear Linear::row_parallel(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out,
+                            size_t begin, size_t count) {
+  const gguf::TensorInfo& t = find_matrix(f, name, in, out);
+  if (begin == 0 && count == in) {
+    Linear l = column_parallel(f, name, in, out, 0, out);
+    l.parallelism_ = Parallelism::kRow;
+    return l;
+  }
+  const auto format = static_cast<k::WeightFormat>(t.type);
+  const size_t block = k::block_elements(format);
+  if (begin + count > in || count == 0) {
+    throw std::runtime_error(fmt::format("{}: columns [{}, {}) of tensor '{}' are outside its {}",
+                                         f.path(), begin, begin + count, name, in));
+  }
+  if (begin % block != 0 || count % block != 0) {
+    throw std::runtime_error(fmt::format(
+        "{}: tensor '{}' is {}, stored in blocks of {} elements along its {} columns; the "
+        "tensor-parallel shard [{}, {}) does not start and end on a block boundary, so this "
+        "model cannot be split this way (choose a tensor-parallel size whose share of {} columns "
+        "is a multiple of {})",
+        f.path(), name, k::weight_format_name(format), block, in, begin, begin + count, in, block));
+  }
+  Linear l;
+  l.format_ = format;
+  l.parallelism_ = Parallelism::kRow;
+  l.in_ = count;
+  l.out_ = out;
+  l.row_bytes_ = k::row_bytes(format, count);
+  const size_t full_row = k::row_bytes(format, in), skip = k::row_bytes(format, begin);
+  const uint8_t* src = f.tensor_data(t);
+  l.owned_.resize(out * l.row_bytes_);
+  for (size_t r = 0; r < out; ++r) {
+    std::memcpy(l.owned_.data() + r * l.row_bytes_, src + r * full_row + skip, l.row_bytes_);
+  }
+  f.release_pages(src, out * full_row);
+  l.data_ = l.owned_.data();
+  return l;
+}
+
+void Linear::forward(float* y, const float* x, size_t M, const k::MatmulOptions& options) const {
+  k::check(k::matmul_quant(y, x, data_, format_, M, out_, in_, options), "matmul_quant");
+}
+
+}  // namespace adakv::model

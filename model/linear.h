@@ -1,0 +1,64 @@
+// A linear layer y = x W^T whose weight W stays in the GGUF block format it was stored in
+// (kernels/quant.h lists the formats), the way vLLM's LinearMethod keeps a layer's own weight
+// format. W has out_features rows of in_features elements; a tensor-parallel rank holds only
+// its shard of a GGUF tensor of ne = [in, out]:
+//   ColumnParallel: a range of whole rows (output features), read in place from the mapped file;
+//   RowParallel: a range of columns (input features) of every row, cut at block boundaries and
+//   copied into memory the layer owns (the mapped pages it read are released again).
+// A cut inside a quantization block cannot be represented: it is an error at load that names
+// the tensor, its format and the offending offset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/quant.h"
+
+namespace adakv::gguf {
+class GgufFile;
+}
+
+namespace adakv::model {
+
+enum class Parallelism { kReplicated, kColumn, kRow };
+
+class Linear {
+ public:
+  Linear() = default;
+
+  // The whole tensor `name` of ne = [in, out]. Throws std::runtime_error naming the tensor when
+  // it is missing, has another shape, or a format kernels::matmul_quant does not handle.
+  static Linear replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out);
+  // Output rows [begin, begin + count) of that tensor.
+  static Linear column_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
+                                size_t out, size_t begin, size_t count);
+  // Input columns [begin, begin + count) of every row; begin and count must be multiples of the
+  // format's block (else std::runtime_error naming tensor, format, block and offset).
+  static Linear row_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
+                             size_t out, size_t begin, size_t count);
+
+  size_t in_features() const { return in_; }
+  size_t out_features() const { return out_; }
+  kernels::WeightFormat format() const { return format_; }
+  Parallelism parallelism() const { return parallelism_; }
+  // Bytes of the shard (what one product reads).
+  size_t bytes() const { return out_ * row_bytes_; }
+  // Row r of the shard, in the weight format.
+  const uint8_t* row(size_t r) const { return data_ + r * row_bytes_; }
+
+  // y[m][n] (+)= sum_k x[m][k] W[n][k] for M rows: x [M][in_features] contiguous, y row stride
+  // options.ldy (0: out_features). Throws std::invalid_argument on bad arguments.
+  void forward(float* y, const float* x, size_t M,
+               const kernels::MatmulOptions& options = {}) const;
+
+ private:
+  const uint8_t* data_ = nullptr;  // into the mapped file, or owned_
+  std::vector<uint8_t> owned_;
+  kernels::WeightFormat format_ = kernels::WeightFormat::kF32;
+  Parallelism parallelism_ = Parallelism::kReplicated;
+  size_t in_ = 0, out_ = 0, row_bytes_ = 0;
+};
+
+}  // namespace adakv::model

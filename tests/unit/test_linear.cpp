@@ -1,0 +1,91 @@
+// model::Linear: a shard of a quantized GGUF matrix computes what the whole matrix computes on
+// the shard's rows or columns, and a cut inside a block is refused by name.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+#include "model/gguf/dequant.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/writer.h"
+#include "model/linear.h"
+#include "random_data.h"
+
+namespace {
+
+using adakv::gguf::GgmlType;
+using adakv::model::Linear;
+namespace k = adakv::kernels;
+
+constexpr size_t kIn = 96, kOut = 5;
+
+// A Q8_0 matrix [kOut][kIn]: per 32 elements a half scale and 32 int8.
+std::vector<uint8_t> q8_0_matrix(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::vector<uint8_t> bytes;
+  for (size_t b = 0; b < kOut * kIn / 32; ++b) {
+    const uint16_t d = adakv::gguf::fp32_to_fp16(0.01f * (1 + b % 7));
+    bytes.push_back(d & 0xFF);
+    bytes.push_back(d >> 8);
+    for (int i = 0; i < 32; ++i) bytes.push_back(static_cast<uint8_t>(q(rng)));
+  }
+  return bytes;
+}
+
+adakv::gguf::GgufFile file_with_matrix() {
+  adakv::gguf::GgufWriter w;
+  w.add_tensor("m.weight", GgmlType::Q8_0, {kIn, kOut}, q8_0_matrix(7));
+  const auto bytes = w.bytes();
+  return adakv::gguf::GgufFile::parse(bytes.data(), bytes.size());
+}
+
+std::vector<float> forward(const Linear& l, const std::vector<float>& x) {
+  std::vector<float> y(l.out_features());
+  l.forward(y.data(), x.data(), 1, {0, false, k::MatmulPath::kFloatDots});
+  return y;
+}
+
+TEST(Linear, ColumnShardIsTheWholeMatrixsRows) {
+  const auto f = file_with_matrix();
+  const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut);
+  const Linear shard = Linear::column_parallel(f, "m.weight", kIn, kOut, 1, 3);
+  EXPECT_EQ(whole.format(), k::WeightFormat::kQ8_0);
+  EXPECT_EQ(shard.out_features(), 3u);
+  EXPECT_EQ(shard.bytes(), 3 * k::row_bytes(k::WeightFormat::kQ8_0, kIn));
+  const auto x = adakv::test::random_vector(kIn, 3);
+  const auto yw = forward(whole, x), ys = forward(shard, x);
+  for (size_t n = 0; n < 3; ++n) EXPECT_EQ(ys[n], yw[1 + n]);
+}
+
+TEST(Linear, RowShardIsTheWholeMatrixOnItsColumns) {
+  const auto f = file_with_matrix();
+  const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut);
+  const Linear shard = Linear::row_parallel(f, "m.weight", kIn, kOut, 32, 64);
+  EXPECT_EQ(shard.in_features(), 64u);
+  EXPECT_EQ(shard.out_features(), kOut);
+  auto x = adakv::test::random_vector(kIn, 4);
+  std::fill(x.begin(), x.begin() + 32, 0.0f);
+  const std::vector<float> xs(x.begin() + 32, x.end());
+  const auto yw = forward(whole, x), ys = forward(shard, xs);
+  for (size_t n = 0; n < kOut; ++n) EXPECT_NEAR(ys[n], yw[n], 1e-5 * (1 + std::fabs(yw[n])));
+}
+
+TEST(Linear, ACutInsideABlockIsAClearError) {
+  const auto f = file_with_matrix();
+  try {
+    Linear::row_parallel(f, "m.weight", kIn, kOut, 16, 48);
+    FAIL() << "a cut at column 16 of 32-element blocks was accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("m.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("Q8_0"), std::string::npos) << what;
+    EXPECT_NE(what.find("blocks of 32"), std::string::npos) << what;
+  }
+  EXPECT_THROW(Linear::column_parallel(f, "m.weight", kIn, kOut, 4, 2), std::runtime_error);
+  EXPECT_THROW(Linear::replicated(f, "missing.weight", kIn, kOut), std::runtime_error);
+  EXPECT_THROW(Linear::replicated(f, "m.weight", kIn, kOut + 1), std::runtime_error);
+}
+
+}  // namespace
