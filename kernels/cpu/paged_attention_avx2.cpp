@@ -269,19 +269,22 @@ ADAKV_AVX2_FN void attend_block(const ChunkContext& cx, const BlockView& b, size
     }
     r += nr;
   }
+  // Keys of this block that row r sees.
+  const auto visible = [&](size_t r) {
+    return std::min(n_rows, cx.length - cx.nq + r / cx.group + 1 - first);
+  };
   for (size_t r = r0; r < cx.rows; ++r) {
-    const size_t i = r / cx.group;
-    const size_t visible = std::min(n_rows, cx.length - cx.nq + i + 1 - first);
     float* st = cx.states + r * sf;
     cx.corr[r] =
-        softmax_row(cx.scores + r * cx.n_pad, cx.n_pad, visible, kfactor, vfactor, st[0], st[1]);
+        softmax_row(cx.scores + r * cx.n_pad, cx.n_pad, visible(r), kfactor, vfactor, st[0], st[1]);
   }
-  // Rows of one pass may see different numbers of keys (the last block of a multi-query
-  // chunk): the pass runs over the most any of them sees, the others' weights being 0 there.
+  // A P x V pass takes rows that see the same keys, so that no row multiplies a value it must
+  // not see (by a weight of 0, which would still turn an Inf or NaN there into NaN). Rows differ
+  // only in the last block of a multi-query chunk.
   for (size_t r = r0; r < cx.rows;) {
-    const size_t nr = std::min(kValueRows, cx.rows - r);
-    const size_t i_last = (r + nr - 1) / cx.group;
-    const size_t n = std::min(n_rows, cx.length - cx.nq + i_last + 1 - first);
+    const size_t n = visible(r);
+    size_t nr = 1;
+    while (nr < kValueRows && r + nr < cx.rows && visible(r + nr) == n) ++nr;
     float* acc = cx.states + r * sf + 2;
     const float* corr = cx.corr + r;
     const float* p = cx.scores + r * cx.n_pad;
@@ -303,7 +306,8 @@ ADAKV_AVX2_FN void attend_block(const ChunkContext& cx, const BlockView& b, size
   }
 }
 
-// See paged_attention.cpp: blocks are scattered, so the next one is requested in advance.
+// Blocks are scattered over the pool, where the hardware prefetcher (which follows sequential
+// addresses) cannot help: the next block is requested while this one is computed on.
 ADAKV_AVX2_INLINE void prefetch_block(const uint8_t* block, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64)
     _mm_prefetch(reinterpret_cast<const char*>(block + i), _MM_HINT_T0);

@@ -225,30 +225,37 @@ TEST_P(AttentionLevels, PagedIsBitIdenticalAcrossBatchingAndThreads) {
   }
 }
 
-// A NaN in a stored key (the E4M3 NaN code, a bf16 or f32 NaN) makes NaN exactly the outputs of
-// the query rows that see that token; every other row stays exact.
+// A NaN stored in a key or a value (the E4M3 NaN code, a bf16 or f32 NaN) makes NaN exactly the
+// outputs of the query rows that see that token; every other row, including rows of the same
+// head that stop one token short of it, stays exact.
 TEST_P(AttentionLevels, PagedNanReachesOnlyTheRowsThatSeeIt) {
   for (k::KvDtype dtype : kDtypes) {
-    SCOPED_TRACE(dtype_name(dtype));
-    // Head 0 holds 40 tokens; 3 new queries see 38, 39 and 40 of them. The NaN goes in token 38.
-    PagedBatch batch(4, 2, 64, 16, dtype, {{3, {40, 20}}}, 11);
-    const size_t bt = 16, token = 38, dim = 64;
-    uint8_t* block = batch.pool.data() + batch.ids[0][0][token / bt] * batch.layout.block_bytes();
-    std::vector<float> kr(dim), vr(dim);
-    k::check(k::kv_block_read(block, batch.layout, token % bt, 1, kr.data(), vr.data()), "read");
-    kr[5] = std::numeric_limits<float>::quiet_NaN();
-    k::check(k::kv_block_write(block, batch.layout, token % bt, kr.data(), vr.data(), 1, dim),
-             "write");
-    batch.run(0.2f);
-    for (size_t i = 0; i < 3; ++i) {
-      for (size_t h = 0; h < 4; ++h) {
-        const bool sees = h < 2 && i >= 1;  // heads 0 and 1 read KV head 0
-        const float* o = &batch.out[0][i * batch.out_stride + h * dim];
-        if (sees) {
-          for (size_t d = 0; d < dim; ++d) ASSERT_TRUE(std::isnan(o[d])) << i << " " << h;
-        } else {
+    for (int in_value = 0; in_value < 2; ++in_value) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << (in_value ? " value" : " key"));
+      // Head 0 holds 40 tokens; 3 new queries see 38, 39 and 40 of them. The NaN goes in
+      // token 38.
+      PagedBatch batch(4, 2, 64, 16, dtype, {{3, {40, 20}}}, 11);
+      const size_t bt = 16, token = 38, dim = 64;
+      uint8_t* block = batch.pool.data() + batch.ids[0][0][token / bt] * batch.layout.block_bytes();
+      std::vector<float> kr(dim), vr(dim);
+      k::check(k::kv_block_read(block, batch.layout, token % bt, 1, kr.data(), vr.data()), "read");
+      (in_value ? vr : kr)[5] = std::numeric_limits<float>::quiet_NaN();
+      k::check(k::kv_block_write(block, batch.layout, token % bt, kr.data(), vr.data(), 1, dim),
+               "write");
+      batch.run(0.2f);
+      for (size_t i = 0; i < 3; ++i) {
+        for (size_t h = 0; h < 4; ++h) {
+          const bool sees = h < 2 && i >= 1;  // heads 0 and 1 read KV head 0
+          const float* o = &batch.out[0][i * batch.out_stride + h * dim];
           const auto r = batch.reference(0, i, h, 0.2f);
-          for (size_t d = 0; d < dim; ++d) ASSERT_NEAR(o[d], r[d], 1e-4) << i << " " << h;
+          for (size_t d = 0; d < dim; ++d) {
+            // A NaN value reaches only its own dimension; a NaN key reaches them all.
+            if (sees && (!in_value || d == 5)) {
+              ASSERT_TRUE(std::isnan(o[d])) << "query " << i << " head " << h << " d " << d;
+            } else if (!sees) {
+              ASSERT_NEAR(o[d], r[d], 1e-4) << "query " << i << " head " << h << " d " << d;
+            }
+          }
         }
       }
     }
