@@ -92,7 +92,7 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "peak (each token's largest attention from one observed query)");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
-  app->add_option("--kv-dtype", kv_dtype, "KV storage: f32|bf16|e4m3")
+  app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")
       ->check(CLI::IsMember({"f32", "bf16", "e4m3"}));
 }
 

@@ -38,8 +38,8 @@ TEST(Cli, GenerateJsonMatchesTheOracleGreedyTokens) {
   EXPECT_EQ(j["finish_reason"], "length");
   EXPECT_EQ(j["prompt_tokens"], 5);
   // 5 prompt tokens + 7 fed back fill one 16-token block per head: 30 layers x 3 KV heads x
-  // 16 tokens x 64 x (K and V) x 4 bytes.
-  EXPECT_EQ(j["kv"]["full_bytes"], 30 * 3 * 16 * 64 * 2 * 4);
+  // 16 tokens x 64 x (K and V) x 2 bytes (bf16, the default KV dtype).
+  EXPECT_EQ(j["kv"]["full_bytes"], 30 * 3 * 16 * 64 * 2 * 2);
   EXPECT_EQ(j["kv"]["kept_bytes"], j["kv"]["full_bytes"]);
   EXPECT_GT(j["timing"]["prefill_s"].get<double>(), 0.0);
   EXPECT_GT(j["timing"]["decode_s"].get<double>(), 0.0);
