@@ -5,8 +5,9 @@
 #   cluster/setup-node.sh packages   packages only
 #   cluster/setup-node.sh model      model only
 #   cluster/setup-node.sh bench-peer llama-cpp-python, the peer of `adakv bench` (built from
-#                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it);
-#                                    prints the interpreter to use
+#                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it,
+#                                    the same version as serve-peer's sdist); prints the
+#                                    interpreter to use
 #   cluster/setup-node.sh client     the official `openai` client in the venv $ADAKV_HOME/venv
 #                                    (what the serve tests drive `adakv serve` with); prints the
 #                                    interpreter to use
@@ -95,6 +96,9 @@ PY
   log "model: $dest (sha256 ok)"
 }
 
+# The llama-cpp-python version both peers come from (its sdist vendors llama.cpp).
+SERVE_PEER_VERSION="${ADAKV_LLAMA_CPP_PYTHON:-0.3.36}"
+
 # Prints the python interpreter that has llama-cpp-python (on stdout; logs go to stderr).
 install_bench_peer() {
   local venv="$ADAKV_HOME/venv"
@@ -106,8 +110,9 @@ install_bench_peer() {
     fi
   done
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  log "bench peer: building llama-cpp-python in $venv (several minutes)"
-  "$venv/bin/python" -m pip install --quiet numpy llama-cpp-python >&2
+  # The same version as the serve peer's sdist: both peers then run one llama.cpp.
+  log "bench peer: building llama-cpp-python==$SERVE_PEER_VERSION in $venv (several minutes)"
+  "$venv/bin/python" -m pip install --quiet numpy "llama-cpp-python==$SERVE_PEER_VERSION" >&2
   echo "$venv/bin/python"
 }
 
@@ -127,7 +132,6 @@ install_client() {
 
 # llama.cpp as a CPU user runs it: the sdist of llama-cpp-python carries all of llama.cpp, tools
 # included, under vendor/llama.cpp. Prints the directory holding the binaries.
-SERVE_PEER_VERSION="${ADAKV_LLAMA_CPP_PYTHON:-0.3.36}"
 SERVE_PEER_TARGETS=(llama-server llama-bench llama-batched-bench)
 
 install_serve_peer() {
