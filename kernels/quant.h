@@ -92,6 +92,12 @@ struct MatmulOptions {
 // rows or the thread count (the float GEMM's may, by float rounding, with M).
 Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
                     size_t K, const MatmulOptions& options, Stream stream = {});
+// out[t][:] = row ids[t] of the [n_rows][dim] table w in format f, decoded to float32 (the
+// token embedding lookup). kInvalidArgument for an id outside [0, n_rows) or a dim that is not
+// a multiple of block_elements(f).
+Status dequantize_rows(float* out, const void* w, WeightFormat f, const int32_t* ids, size_t T,
+                       size_t n_rows, size_t dim, Stream stream = {});
+
 inline Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M,
                            size_t N, size_t K, Stream stream = {}) {
   return matmul_quant(y, x, w, f, M, N, K, MatmulOptions{}, stream);

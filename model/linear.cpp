@@ -90,8 +90,9 @@ Linear Linear::row_parallel(const gguf::GgufFile& f, const std::string& name, si
   return l;
 }
 
-void Linear::forward(float* y, const float* x, size_t M, const k::MatmulOptions& options) const {
-  k::check(k::matmul_quant(y, x, data_, format_, M, out_, in_, options), "matmul_quant");
+void Linear::forward(k::Backend& backend, float* y, const float* x, size_t M,
+                     const k::MatmulOptions& options) const {
+  backend.matmul_quant(y, x, data_, format_, M, out_, in_, options);
 }
 
 }  // namespace adakv::model

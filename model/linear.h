@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/quant.h"
 
 namespace adakv::gguf {
@@ -48,9 +49,9 @@ class Linear {
   // Row r of the shard, in the weight format.
   const uint8_t* row(size_t r) const { return data_ + r * row_bytes_; }
 
-  // y[m][n] (+)= sum_k x[m][k] W[n][k] for M rows: x [M][in_features] contiguous, y row stride
-  // options.ldy (0: out_features). Throws std::invalid_argument on bad arguments.
-  void forward(float* y, const float* x, size_t M,
+  // y[m][n] (+)= sum_k x[m][k] W[n][k] for M rows on `backend`: x [M][in_features] contiguous,
+  // y row stride options.ldy (0: out_features). Throws std::invalid_argument on bad arguments.
+  void forward(kernels::Backend& backend, float* y, const float* x, size_t M,
                const kernels::MatmulOptions& options = {}) const;
 
  private:

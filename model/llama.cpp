@@ -13,12 +13,14 @@ namespace adakv::model {
 namespace k = adakv::kernels;
 
 LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
-                       comm::Communicator* tp)
+                       comm::Communicator* tp, kernels::Backend& backend)
     : config_(std::move(config)),
       local_(shard.local(config_)),
       shard_(shard),
       weights_(std::move(weights)),
-      tp_(tp && tp->size() > 1 ? tp : nullptr) {
+      tp_(tp && tp->size() > 1 ? tp : nullptr),
+      backend_(&backend),
+      workspace_(backend) {
   if (shard_.tp_size > 1 &&
       (!tp_ || size_t(tp_->size()) != shard_.tp_size || size_t(tp_->rank()) != shard_.tp_rank)) {
     throw std::invalid_argument(
@@ -43,7 +45,7 @@ bool LlamaModel::computes_logits() const {
 
 void LlamaModel::add_row_parallel(float* x, float* partial, size_t count) const {
   tp_->all_reduce(partial, count);
-  for (size_t i = 0; i < count; ++i) x[i] += partial[i];
+  backend_->add(x, x, partial, count);
 }
 
 void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
@@ -100,27 +102,18 @@ std::vector<RowRun> row_runs(const KvBatch& batch) {
 }
 
 // y[rows][ldy] (+)= x[rows][w.in_features()] W^T, each run on its path.
-void apply(const Linear& w, const std::vector<RowRun>& runs, const float* x, float* y, size_t ldy,
-           bool accumulate = false) {
+void apply(k::Backend& backend, const Linear& w, const std::vector<RowRun>& runs, const float* x,
+           float* y, size_t ldy, bool accumulate = false) {
   for (const RowRun& r : runs) {
-    w.forward(y + r.begin * ldy, x + r.begin * w.in_features(), r.count, {ldy, accumulate, r.path});
+    w.forward(backend, y + r.begin * ldy, x + r.begin * w.in_features(), r.count,
+              {ldy, accumulate, r.path});
   }
 }
 
 }  // namespace
 
-void LlamaModel::embed(const int32_t* tokens, size_t n, float* x) const {
-  const size_t D = config_.d_model;
-  const auto type = static_cast<gguf::GgmlType>(weights_.token_embd.format());
-  for (size_t t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= config_.vocab_size) {
-      throw std::invalid_argument("embed: token id " + std::to_string(tokens[t]) +
-                                  " is outside the vocabulary of " +
-                                  std::to_string(config_.vocab_size));
-    }
-    gguf::dequantize(type, weights_.token_embd.row(static_cast<size_t>(tokens[t])), x + t * D, D);
-  }
-}
+// Workspace slots of a forward.
+enum Slot : size_t { kX, kH, kQkv, kAttn, kGateUp, kAct, kPartial, kLogitsLocal, kGathered };
 
 void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
                      size_t n_logits) const {
@@ -130,10 +123,17 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   // Activations, token-major: x, h [n][D]; qkv [n][QW | KW | KW]; attn [n][QW];
   // gate_up [n][2F]; act [n][F].
   // With tensor parallelism, partial [n][D] takes the rank's share of a RowParallel output.
-  std::vector<float> x(n * D), h(n * D), qkv(n * qkv_width), attn(n * QW), gate_up(n * 2 * F),
-      act(n * F), partial(tp_ ? n * D : 0);
+  k::Workspace& ws = workspace_;
+  float* x = ws.floats(kX, n * D);
+  float* h = ws.floats(kH, n * D);
+  float* qkv = ws.floats(kQkv, n * qkv_width);
+  float* attn = ws.floats(kAttn, n * QW);
+  float* gate_up = ws.floats(kGateUp, n * 2 * F);
+  float* act = ws.floats(kAct, n * F);
+  float* partial = tp_ ? ws.floats(kPartial, n * D) : nullptr;
+  k::Backend& be = *backend_;
   // One rank: the RowParallel matmuls accumulate straight into x.
-  float* row_out = tp_ ? partial.data() : x.data();
+  float* row_out = tp_ ? partial : x;
   const bool accumulate = tp_ == nullptr;
   const std::vector<RowRun> runs = row_runs(batch);
   // Positions of the packed rows, and the rows whose logits are wanted.
@@ -149,33 +149,32 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
 
-  embed(tokens, n, x.data());
+  be.embed_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens, n,
+                config_.vocab_size, D);
 
   for (size_t l = 0; l < c.n_layers; ++l) {
     const auto& w = weights_.layers[l];
-    k::check(k::rmsnorm(h.data(), x.data(), w.attn_norm.data(), n, D, c.rms_eps), "rmsnorm");
-    float* q = qkv.data();
+    be.rmsnorm(h, x, w.attn_norm.data(), n, D, c.rms_eps);
+    float* q = qkv;
     float* kk = q + QW;
     float* v = kk + KW;
-    apply(w.wq, runs, h.data(), q, qkv_width);
-    apply(w.wk, runs, h.data(), kk, qkv_width);
-    apply(w.wv, runs, h.data(), v, qkv_width);
-    k::check(k::rope_adjacent(q, positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
-                              c.rope_theta),
-             "rope");
-    k::check(k::rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
-                              qkv_width, c.rope_theta),
-             "rope");
-    batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn.data(), QW);
-    apply(w.wo, runs, attn.data(), row_out, D, accumulate);
-    if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
+    apply(*backend_, w.wq, runs, h, q, qkv_width);
+    apply(*backend_, w.wk, runs, h, kk, qkv_width);
+    apply(*backend_, w.wv, runs, h, v, qkv_width);
+    be.rope_adjacent(q, positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
+                     c.rope_theta);
+    be.rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
+                     c.rope_theta);
+    batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn, QW);
+    apply(*backend_, w.wo, runs, attn, row_out, D, accumulate);
+    if (tp_) add_row_parallel(x, partial, n * D);
 
-    k::check(k::rmsnorm(h.data(), x.data(), w.ffn_norm.data(), n, D, c.rms_eps), "rmsnorm");
-    apply(w.w_gate, runs, h.data(), gate_up.data(), 2 * F);
-    apply(w.w_up, runs, h.data(), gate_up.data() + F, 2 * F);
-    k::check(k::swiglu(act.data(), gate_up.data(), n, F), "swiglu");
-    apply(w.w_down, runs, act.data(), row_out, D, accumulate);
-    if (tp_) add_row_parallel(x.data(), partial.data(), n * D);
+    be.rmsnorm(h, x, w.ffn_norm.data(), n, D, c.rms_eps);
+    apply(*backend_, w.w_gate, runs, h, gate_up, 2 * F);
+    apply(*backend_, w.w_up, runs, h, gate_up + F, 2 * F);
+    be.swiglu(act, gate_up, n, F);
+    apply(*backend_, w.w_down, runs, act, row_out, D, accumulate);
+    if (tp_) add_row_parallel(x, partial, n * D);
   }
   batch.commit();
   if (!computes_logits()) {
@@ -188,15 +187,14 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     return;
   }
   // The wanted rows, gathered (they are consecutive for one sequence: no copy then).
-  const float* last = x.data() + logit_rows.front() * D;
+  const float* last = x + logit_rows.front() * D;
   if (logit_rows.back() - logit_rows.front() + 1 != n_logits) {
     for (size_t i = 0; i < n_logits; ++i) {
-      std::copy_n(x.data() + logit_rows[i] * D, D, h.data() + i * D);
+      std::copy_n(x + logit_rows[i] * D, D, h + i * D);
     }
-    last = h.data();
+    last = h;
   }
-  k::check(k::rmsnorm(h.data(), last, weights_.output_norm.data(), n_logits, D, c.rms_eps),
-           "rmsnorm");
+  be.rmsnorm(h, last, weights_.output_norm.data(), n_logits, D, c.rms_eps);
   // The float32 GEMM when one sequence asks for the logits of several rows (scoring a text),
   // else row dots: a sequence's logits do not depend on its batch.
   const k::MatmulPath lm_path =
@@ -204,19 +202,16 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
   logits.resize(n_logits * V);
   if (shard_.lm_head == LmHeadMode::kReplicated) {
-    weights_.lm_head.forward(logits.data(), h.data(), n_logits, {V, false, lm_path});
+    weights_.lm_head.forward(be, logits.data(), h, n_logits, {V, false, lm_path});
     return;
   }
   // Vocab-parallel: each rank's [n_logits][V / tp] block, gathered rank-major, then
   // interleaved back to [n_logits][V].
-  std::vector<float> local(n_logits * rows), gathered(shard_.tp_size * n_logits * rows);
-  weights_.lm_head.forward(local.data(), h.data(), n_logits, {rows, false, lm_path});
-  tp_->all_gather(local.data(), local.size(), gathered.data());
-  for (size_t r = 0; r < shard_.tp_size; ++r) {
-    for (size_t t = 0; t < n_logits; ++t) {
-      std::copy_n(&gathered[(r * n_logits + t) * rows], rows, &logits[t * V + r * rows]);
-    }
-  }
+  float* local = ws.floats(kLogitsLocal, n_logits * rows);
+  float* gathered = ws.floats(kGathered, shard_.tp_size * n_logits * rows);
+  weights_.lm_head.forward(be, local, h, n_logits, {rows, false, lm_path});
+  tp_->all_gather(local, n_logits * rows, gathered);
+  be.interleave_shards(logits.data(), gathered, shard_.tp_size, n_logits, rows);
 }
 
 void CacheBatch::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,

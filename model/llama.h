@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -22,8 +23,9 @@ namespace adakv::model {
 class LlamaModel {
  public:
   // `tp` (not owned, outliving the model) is the tensor-parallel group of `shard`; null for
-  // one rank.
-  LlamaModel(ModelConfig config, Weights weights, ShardLayout shard, comm::Communicator* tp);
+  // one rank. Every op runs on `backend` (outliving the model).
+  LlamaModel(ModelConfig config, Weights weights, ShardLayout shard, comm::Communicator* tp,
+             kernels::Backend& backend = kernels::cpu_backend());
   LlamaModel(ModelConfig config, Weights weights);
   // Reads config and weights from a GGUF file (throws naming what is wrong).
   static LlamaModel load(const std::string& path);
@@ -33,6 +35,7 @@ class LlamaModel {
   const ShardLayout& shard() const { return shard_; }
   const Weights& weights() const { return weights_; }
   comm::Communicator* tp() const { return tp_; }
+  kernels::Backend& backend() const { return *backend_; }
   // True when this rank's forward writes logits (rank 0, or every rank with a vocab-parallel
   // LM head).
   bool computes_logits() const;
@@ -61,9 +64,6 @@ class LlamaModel {
   // last n_logits rows; with several, for the last row of each that wants_logits().
   void run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
            size_t n_logits) const;
-  // x [n][d_model] = the token embedding rows of tokens[0..n) (throws on an id outside the
-  // vocabulary).
-  void embed(const int32_t* tokens, size_t n, float* x) const;
   // x[0..n*D) += the sum over ranks of partial[0..n*D) (RowParallel output).
   void add_row_parallel(float* x, float* partial, size_t count) const;
 
@@ -72,6 +72,9 @@ class LlamaModel {
   ShardLayout shard_;
   Weights weights_;
   comm::Communicator* tp_ = nullptr;
+  kernels::Backend* backend_;
+  // The activations of a forward, kept across calls (a forward runs on one thread at a time).
+  mutable kernels::Workspace workspace_;
 };
 
 }  // namespace adakv::model

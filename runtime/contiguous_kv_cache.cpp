@@ -9,8 +9,13 @@
 
 namespace adakv::runtime {
 
-ContiguousKvCache::ContiguousKvCache(const model::ModelConfig& config, size_t capacity)
-    : config_(config), capacity_(capacity), k_(config.n_layers), v_(config.n_layers) {
+ContiguousKvCache::ContiguousKvCache(const model::ModelConfig& config, size_t capacity,
+                                     kernels::Backend& backend)
+    : config_(config),
+      backend_(&backend),
+      capacity_(capacity),
+      k_(config.n_layers),
+      v_(config.n_layers) {
   for (size_t l = 0; l < config.n_layers; ++l) {
     k_[l].resize(capacity * config.kv_width());
     v_[l].resize(capacity * config.kv_width());
@@ -33,10 +38,8 @@ void ContiguousKvCache::append_and_attend(size_t layer, const float* q, size_t q
     std::copy_n(v + t * kv_stride, W, vs + (length_ + t) * W);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-  kernels::check(
-      kernels::attention_causal(out, q, ks, vs, n, length_ + n, config_.n_heads, config_.n_kv_heads,
-                                config_.head_dim, q_stride, W, config_.q_width(), scale),
-      "attention_causal");
+  backend_->attention_causal(out, q, ks, vs, n, length_ + n, config_.n_heads, config_.n_kv_heads,
+                             config_.head_dim, q_stride, W, config_.q_width(), scale);
 }
 
 size_t ContiguousKvCache::used_bytes() const {

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 
@@ -11,8 +12,9 @@ namespace adakv::runtime {
 
 class ContiguousKvCache : public model::KvCache {
  public:
-  // Holds up to `capacity` tokens (prompt + generated).
-  ContiguousKvCache(const model::ModelConfig& config, size_t capacity);
+  // Holds up to `capacity` tokens (prompt + generated); attends on `backend`.
+  ContiguousKvCache(const model::ModelConfig& config, size_t capacity,
+                    kernels::Backend& backend = kernels::cpu_backend());
 
   size_t next_position() const override { return length_; }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
@@ -26,6 +28,7 @@ class ContiguousKvCache : public model::KvCache {
 
  private:
   model::ModelConfig config_;
+  kernels::Backend* backend_;
   size_t capacity_;
   size_t length_ = 0;
   std::vector<std::vector<float>> k_, v_;  // per layer: [capacity][n_kv_heads * head_dim]

@@ -31,12 +31,20 @@ EngineCommand make_command(EngineOp op, const GenerateRequest& request = {},
   return c;
 }
 
-model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp) {
+model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp,
+                             kernels::Backend& backend) {
   auto config = model::ModelConfig::from_gguf(*file);
   const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
   const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
   auto weights = model::Weights::load(file, config, shard);
-  return model::LlamaModel(std::move(config), std::move(weights), shard, tp);
+  return model::LlamaModel(std::move(config), std::move(weights), shard, tp, backend);
+}
+
+// The backend named by ADAKV_BACKEND (the cluster config's `backend:`, which `adakv launch`
+// passes to every rank); cpu when unset.
+std::unique_ptr<kernels::Backend> backend_from_env() {
+  const char* name = std::getenv("ADAKV_BACKEND");
+  return kernels::make_backend(kernels::backend_kind_from_string(name && *name ? name : "cpu"));
 }
 
 }  // namespace
@@ -47,7 +55,8 @@ Engine::Engine(const std::string& path, comm::Communicator* tp)
 Engine::Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp)
     : single_(tp ? nullptr : comm::make_single_communicator()),
       control_(tp ? *tp : *single_),
-      model_(load_model(file, tp)),
+      backend_(backend_from_env()),
+      model_(load_model(file, tp, *backend_)),
       tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
 
 Engine::~Engine() {
@@ -122,7 +131,7 @@ BlockPool Engine::make_pool(const GenerateRequest& req, size_t max_new, size_t c
   const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
   const size_t tokens = req.prompt.size() + max_new;
   const size_t blocks_per_head = (tokens + req.block_tokens - 1) / req.block_tokens;
-  return BlockPool(layout, copies * blocks_per_head * cfg.n_layers * cfg.n_kv_heads);
+  return BlockPool(layout, copies * blocks_per_head * cfg.n_layers * cfg.n_kv_heads, *backend_);
 }
 
 void Engine::configure_steps(const ServingConfig& config) {
@@ -138,7 +147,7 @@ void Engine::run_configure_steps(const ServingConfig& config) {
   step_pool_.reset();
   const kernels::KvBlockLayout layout{config.block_tokens, model_.local_config().head_dim,
                                       config.kv_dtype};
-  step_pool_ = std::make_unique<BlockPool>(layout, config.kv_pool_blocks);
+  step_pool_ = std::make_unique<BlockPool>(layout, config.kv_pool_blocks, *backend_);
 }
 
 void Engine::execute_step(const StepPlan& plan, std::vector<float>& logits,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/control_plane.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "model/llama.h"
 #include "model/tokenizer/tokenizer.h"
@@ -231,6 +232,7 @@ class Engine {
 
   std::unique_ptr<comm::Communicator> single_;  // when no group is given
   comm::ControlPlane control_;
+  std::unique_ptr<kernels::Backend> backend_;  // what the model and the KV pools run on
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
   mutable double exchange_s_ = 0;

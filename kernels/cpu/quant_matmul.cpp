@@ -515,4 +515,24 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
   return Status::kOk;
 }
 
+Status dequantize_rows(float* out, const void* w, WeightFormat f, const int32_t* ids, size_t T,
+                       size_t n_rows, size_t dim, Stream) {
+  const FormatInfo* fi = find_format(static_cast<uint32_t>(f));
+  if (!fi || dim == 0 || dim % fi->block_elements != 0) return Status::kInvalidArgument;
+  if (T == 0) return Status::kOk;
+  if (!out || !w || !ids) return Status::kInvalidArgument;
+  for (size_t t = 0; t < T; ++t) {
+    if (ids[t] < 0 || static_cast<size_t>(ids[t]) >= n_rows) return Status::kInvalidArgument;
+  }
+  const DequantFn dq = quant_level() == QuantLevel::kScalar ? scalar_dequant(f) : avx2_dequant(f);
+  Job job{};
+  job.row_bytes = row_bytes(f, dim);
+  job.K = dim;
+  for (size_t t = 0; t < T; ++t) {
+    job.w = static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[t]) * job.row_bytes;
+    dq(job, 0, 1, out + t * dim);
+  }
+  return Status::kOk;
+}
+
 }  // namespace adakv::kernels

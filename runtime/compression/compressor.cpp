@@ -13,11 +13,12 @@ const float* scores_or_null(const std::vector<std::vector<float>>& scores, size_
 }  // namespace
 
 Compressor::Compressor(const model::ModelConfig& model, const CompressionConfig& config,
-                       HeadGroup group, bool record)
+                       HeadGroup group, bool record, kernels::Backend& backend)
     : n_layers_(model.n_layers),
       q_heads_(model.n_heads),
       kv_heads_(model.n_kv_heads),
       head_dim_(model.head_dim),
+      backend_(&backend),
       record_(record),
       selector_(config, model.n_layers, model.n_kv_heads, std::move(group)) {}
 
@@ -39,7 +40,7 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
                     (record_ || c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid);
   scores_[layer] =
       score_observations(q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_,
-                         head_dim_, c, peak ? &budget_scores_[layer] : nullptr);
+                         head_dim_, c, peak ? &budget_scores_[layer] : nullptr, *backend_);
   if (const auto& merge = group().merge_replicas) {
     merge(scores_[layer], c.gqa);
     if (peak) merge(budget_scores_[layer], c.gqa);

@@ -16,6 +16,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "runtime/compression/config.h"
 #include "runtime/compression/head_group.h"
@@ -31,8 +32,9 @@ class Compressor {
   // recording compressor (record) scores every prompt longer than the window, whatever the
   // policy, keeps the scores for copies under other policies, scores the peak whenever the
   // config asks, and waits for look-ahead whenever config.lookahead > 0.
+  // Scoring runs on `backend` (outliving the compressor).
   Compressor(const model::ModelConfig& model, const CompressionConfig& config, HeadGroup group,
-             bool record);
+             bool record, kernels::Backend& backend = kernels::cpu_backend());
 
   const CompressionConfig& config() const { return selector_.config(); }
   const HeadGroup& group() const { return selector_.group(); }
@@ -75,6 +77,7 @@ class Compressor {
 
  private:
   size_t n_layers_, q_heads_, kv_heads_, head_dim_;
+  kernels::Backend* backend_;
   bool record_;
   HeadSelector selector_;
   // [layer][kv head][prefix]: recorded scores, or those waiting for compaction.

@@ -66,7 +66,7 @@ std::vector<float> pool_and_aggregate(std::vector<float>& mass, size_t n_keys, s
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
                                       size_t Hkv, size_t Dh, const CompressionConfig& c,
-                                      std::vector<float>* peak_scores) {
+                                      std::vector<float>* peak_scores, kernels::Backend& backend) {
   if (n_obs == 0 || n_obs >= n_keys) {
     throw std::invalid_argument("score_observations: need 1 <= observed queries < keys");
   }
@@ -78,17 +78,14 @@ std::vector<float> score_observations(const float* q_obs, size_t q_stride, const
   const size_t first = weighted ? c.window : 0;
   std::vector<float> mass(Hq * n_keys), peak(peak_scores ? Hq * n_keys : 0);
   float* peak_out = peak_scores ? peak.data() : nullptr;
-  kernels::check(
-      kernels::window_attention_mass(mass.data(), q_obs + first * q_stride, q_stride, k, k_stride,
-                                     n_keys, n_obs - first, Hq, Hkv, Dh, scale, peak_out),
-      "window_attention_mass");
+  backend.window_attention_mass(mass.data(), q_obs + first * q_stride, q_stride, k, k_stride,
+                                n_keys, n_obs - first, Hq, Hkv, Dh, scale, peak_out);
   if (weighted) {
     const size_t n_prompt = n_keys - (n_obs - c.window);
     std::vector<float> window_mass(Hq * n_prompt), window_peak(peak_out ? Hq * n_prompt : 0);
-    kernels::check(kernels::window_attention_mass(window_mass.data(), q_obs, q_stride, k, k_stride,
-                                                  n_prompt, c.window, Hq, Hkv, Dh, scale,
-                                                  peak_out ? window_peak.data() : nullptr),
-                   "window_attention_mass");
+    backend.window_attention_mass(window_mass.data(), q_obs, q_stride, k, k_stride, n_prompt,
+                                  c.window, Hq, Hkv, Dh, scale,
+                                  peak_out ? window_peak.data() : nullptr);
     const auto w = static_cast<float>(c.lookahead_weight);
     for (size_t h = 0; h < Hq; ++h) {
       for (size_t j = 0; j < prefix; ++j) {
@@ -104,11 +101,12 @@ std::vector<float> score_observations(const float* q_obs, size_t q_stride, const
 
 std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
-                               const CompressionConfig& c, std::vector<float>* peak_scores) {
+                               const CompressionConfig& c, std::vector<float>* peak_scores,
+                               kernels::Backend& backend) {
   const size_t W = c.window;
   if (W == 0 || W >= n) throw std::invalid_argument("score_layer: need 1 <= window < prompt");
   return score_observations(q + (n - W) * q_stride, q_stride, k, k_stride, n, W, Hq, Hkv, Dh, c,
-                            peak_scores);
+                            peak_scores, backend);
 }
 
 }  // namespace adakv::compression

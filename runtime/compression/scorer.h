@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "kernels/backend.h"
 #include "runtime/compression/config.h"
 
 namespace adakv::compression {
@@ -18,7 +19,8 @@ namespace adakv::compression {
 std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
                                const CompressionConfig& config,
-                               std::vector<float>* peak_scores = nullptr);
+                               std::vector<float>* peak_scores = nullptr,
+                               kernels::Backend& backend = kernels::cpu_backend());
 
 // The general form: n_obs observed queries at positions n_keys - n_obs .. n_keys - 1 (q_obs:
 // [n_obs][Hq][Dh], row stride q_stride) over n_keys keys ([n_keys][Hkv][Dh]). The scored
@@ -30,7 +32,8 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
                                       size_t Hkv, size_t Dh, const CompressionConfig& config,
-                                      std::vector<float>* peak_scores = nullptr);
+                                      std::vector<float>* peak_scores = nullptr,
+                                      kernels::Backend& backend = kernels::cpu_backend());
 
 // The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
 // kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).

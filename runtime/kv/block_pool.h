@@ -7,13 +7,15 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "kernels/backend.h"
 
 namespace adakv::runtime {
 
 class BlockPool {
  public:
-  BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks);
+  // The arena comes from `backend` (outliving the pool), whose ops read and write the blocks.
+  BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks,
+            kernels::Backend& backend = kernels::cpu_backend());
 
   // A free block id, or -1 when the pool is exhausted.
   int32_t allocate();
@@ -21,11 +23,14 @@ class BlockPool {
   // (a double free is a bug in the caller, never silently accepted).
   void release(int32_t id);
 
-  uint8_t* block(int32_t id) { return arena_.get() + static_cast<size_t>(id) * block_bytes_; }
-  const uint8_t* block(int32_t id) const {
-    return arena_.get() + static_cast<size_t>(id) * block_bytes_;
+  uint8_t* block(int32_t id) {
+    return arena_.as<uint8_t>() + static_cast<size_t>(id) * block_bytes_;
   }
-  const uint8_t* arena() const { return arena_.get(); }
+  const uint8_t* block(int32_t id) const {
+    return arena_.as<uint8_t>() + static_cast<size_t>(id) * block_bytes_;
+  }
+  const uint8_t* arena() const { return arena_.as<uint8_t>(); }
+  kernels::Backend& backend() const { return *backend_; }
   const kernels::KvBlockLayout& layout() const { return layout_; }
 
   size_t capacity() const { return in_use_.size(); }
@@ -38,9 +43,10 @@ class BlockPool {
  private:
   kernels::KvBlockLayout layout_;
   size_t block_bytes_;
+  kernels::Backend* backend_;
   // Left uninitialised on purpose: a large arena comes from fresh pages that the OS maps only
   // when a block is first written, so a pool sized for the worst case costs only what is used.
-  std::unique_ptr<uint8_t[]> arena_;
+  kernels::Buffer arena_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
   std::vector<bool> in_use_;
 };

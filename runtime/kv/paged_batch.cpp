@@ -25,10 +25,9 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
     }
   }
   if (!staged_.empty()) {
-    kernels::check(kernels::attention_paged(staged_.data(), staged_.size(), pool_.arena(),
-                                            pool_.layout(), model_.n_heads, model_.n_kv_heads,
-                                            1.0f / std::sqrt(float(model_.head_dim))),
-                   "attention_paged");
+    pool_.backend().attention_paged(staged_.data(), staged_.size(), pool_.arena(), pool_.layout(),
+                                    model_.n_heads, model_.n_kv_heads,
+                                    1.0f / std::sqrt(float(model_.head_dim)));
   }
   for (size_t i = 0; i < staged_.size(); ++i) {
     const Entry& e = entries_[staged_entry_[i]];

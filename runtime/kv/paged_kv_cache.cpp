@@ -40,7 +40,7 @@ PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
                            bool record_scores)
     : pool_(pool),
       model_(model),
-      compressor_(model, compression, std::move(group), record_scores),
+      compressor_(model, compression, std::move(group), record_scores, pool.backend()),
       heads_(model.n_layers, std::vector<HeadTable>(model.n_kv_heads)) {
   compression.validate();
   if (pool.layout().head_dim != model.head_dim) {
@@ -90,9 +90,8 @@ void PagedKvCache::append_rows(HeadTable& head, const float* k, const float* v, 
       head.blocks.push_back(id);
     }
     const size_t count = std::min(layout.block_tokens - row, n - done);
-    kernels::check(kernels::kv_block_write(pool_.block(head.blocks.back()), layout, row,
-                                           k + done * stride, v + done * stride, count, stride),
-                   "kv_block_write");
+    pool_.backend().kv_block_write(pool_.block(head.blocks.back()), layout, row, k + done * stride,
+                                   v + done * stride, count, stride);
     head.length += static_cast<uint32_t>(count);
     done += count;
   }
@@ -118,10 +117,9 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
   kernels::PagedSequence seq{};
   if (!stage(layer, q, q_stride, k, v, kv_stride, n, out, model_.q_width(), seq)) return;
   const auto t0 = std::chrono::steady_clock::now();
-  kernels::check(kernels::attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
-                                          model_.n_kv_heads,
-                                          1.0f / std::sqrt(static_cast<float>(model_.head_dim))),
-                 "attention_paged");
+  pool_.backend().attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
+                                  model_.n_kv_heads,
+                                  1.0f / std::sqrt(static_cast<float>(model_.head_dim)));
   report_.decode_attention_s += seconds_since(t0);
   finish_layer(layer, q, q_stride, n);
 }
@@ -138,10 +136,9 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
   if (position_ == 0 && prompt_n_ > n) {
     // The first of several prompt chunks: causal attention over its own raw rows.
     if (layer == 0) init_prompt(prompt_n_);
-    kernels::check(
-        kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
-                                  out_stride, 1.0f / std::sqrt(static_cast<float>(Dh))),
-        "attention_causal");
+    pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
+                                     kv_stride, out_stride,
+                                     1.0f / std::sqrt(static_cast<float>(Dh)));
     for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
     return false;
   }
@@ -221,10 +218,8 @@ std::vector<std::vector<size_t>> PagedKvCache::model_kept_tokens(size_t model_kv
 void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
                                  const float* v, size_t kv_stride, size_t n, float* out) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, W = config().window;
-  kernels::check(
-      kernels::attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
-                                model_.q_width(), 1.0f / std::sqrt(static_cast<float>(Dh))),
-      "attention_causal");
+  pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
+                                   model_.q_width(), 1.0f / std::sqrt(static_cast<float>(Dh)));
   auto& heads = heads_[layer];
   if (report_.kept.empty()) init_prompt(n);
   auto keep_all = [&] {
@@ -371,9 +366,8 @@ std::vector<float> PagedKvCache::read_keys(size_t layer, size_t total) const {
     const HeadTable& head = heads_[layer][g];
     for (size_t b = 0; b * bt < total; ++b) {
       const size_t rows = std::min(bt, total - b * bt);
-      kernels::check(kernels::kv_block_read(pool_.block(head.blocks[b]), layout, 0, rows,
-                                            k_rows.data(), v_rows.data()),
-                     "kv_block_read");
+      pool_.backend().kv_block_read(pool_.block(head.blocks[b]), layout, 0, rows, k_rows.data(),
+                                    v_rows.data());
       for (size_t r = 0; r < rows; ++r) {
         std::memcpy(&keys[((b * bt + r) * Hkv + g) * Dh], &k_rows[r * Dh], Dh * sizeof(float));
       }

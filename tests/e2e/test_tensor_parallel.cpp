@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr double kLogitTolerance = 1e-4;  // max |diff| / max |logit|, the bound
+// The comparisons run with float32 KV: TP sums the RowParallel outputs in another order, and
+// bf16 storage (the default) would round those last-bit differences to 1e-3 of a logit.
+constexpr const char* kKvF32 = " --kv-dtype f32";
 constexpr int kSteps = 64;
 
 fs::path work_dir() {
@@ -62,7 +65,7 @@ TpRun run_tp(int np, const std::string& model, const std::string& prompt,
   const auto r =
       adakv_mpi(np, "generate --model " + model + " --prompt-file " + prompt + " --max-tokens " +
                         std::to_string(kSteps) + " --threads 1 --ignore-eos --json --logits-file " +
-                        logits_path.string() + " " + policy_flags);
+                        logits_path.string() + kKvF32 + " " + policy_flags);
   if (r.rc != 0) throw std::runtime_error("TP " + std::to_string(np) + " run failed: " + r.err);
   TpRun t;
   t.out = json::parse(r.out);
@@ -200,7 +203,7 @@ TEST(TensorParallel, EvalPplUnderTp3MatchesOneRank) {
     const auto r = adakv_mpi(np, "eval ppl --model " + model_path() +
                                      " --lengths 400 --trials 1 --continuation 24 --budgets 0.2"
                                      " --policies snapkv,adakv --lookahead 4 --threads 1 --out " +
-                                     out.string());
+                                     out.string() + kKvF32);
     ASSERT_EQ(r.rc, 0) << r.err;
     runs[i] = json::parse(slurp(out / "ppl_results.json"))["runs"];
   }

@@ -43,7 +43,7 @@ adakv::gguf::GgufFile file_with_matrix() {
 
 std::vector<float> forward(const Linear& l, const std::vector<float>& x) {
   std::vector<float> y(l.out_features());
-  l.forward(y.data(), x.data(), 1, {0, false, k::MatmulPath::kFloatDots});
+  l.forward(k::cpu_backend(), y.data(), x.data(), 1, {0, false, k::MatmulPath::kFloatDots});
   return y;
 }
 

@@ -1,0 +1,105 @@
+// The CPU backend: host memory, and the ops of kernels/ops.h and kernels/quant.h (OpenMP
+// threads, AVX2/AVX-512 chosen at runtime).
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+#include "kernels/backend.h"
+
+namespace adakv::kernels {
+namespace {
+
+// Cache-line aligned, so vector loads of a row start aligned when rows are.
+constexpr size_t kAlignment = 64;
+
+class CpuBackend final : public Backend {
+ public:
+  BackendKind kind() const override { return BackendKind::kCpu; }
+
+  Buffer allocate(size_t bytes) override {
+    if (bytes == 0) return Buffer(this, nullptr, 0);
+    void* p = ::operator new (bytes, std::align_val_t{kAlignment});
+    return Buffer(this, p, bytes);
+  }
+  void free(void* data, size_t) override { ::operator delete (data, std::align_val_t{kAlignment}); }
+
+  void rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t dim,
+               float eps) override {
+    check(kernels::rmsnorm(out, x, w, rows, dim, eps), "rmsnorm");
+  }
+  void matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
+                    size_t K, const MatmulOptions& options) override {
+    check(kernels::matmul_quant(y, x, w, f, M, N, K, options), "matmul_quant");
+  }
+  void embed_rows(float* out, const void* table, WeightFormat f, const int32_t* ids, size_t T,
+                  size_t n_rows, size_t dim) override {
+    check(kernels::dequantize_rows(out, table, f, ids, T, n_rows, dim), "embed_rows");
+  }
+  void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
+                     size_t rot_dim, size_t token_stride, float theta) override {
+    check(kernels::rope_adjacent(x, positions, T, n_heads, head_dim, rot_dim, token_stride, theta),
+          "rope_adjacent");
+  }
+  void swiglu(float* out, const float* gate_up, size_t T, size_t F) override {
+    check(kernels::swiglu(out, gate_up, T, F), "swiglu");
+  }
+  void add(float* out, const float* a, const float* b, size_t n) override {
+    check(kernels::add(out, a, b, n), "add");
+  }
+  void interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,
+                         size_t cols) override {
+    if (shards > 0 && rows > 0 && cols > 0 && (!logits || !gathered)) {
+      check(Status::kInvalidArgument, "interleave_shards");
+    }
+    for (size_t s = 0; s < shards; ++s) {
+      for (size_t t = 0; t < rows; ++t) {
+        const float* src = gathered + (s * rows + t) * cols;
+        float* dst = logits + t * shards * cols + s * cols;
+        for (size_t c = 0; c < cols; ++c) dst[c] = src[c];
+      }
+    }
+  }
+  void attention_causal(float* out, const float* q, const float* k, const float* v, size_t T,
+                        size_t n_kv, size_t Hq, size_t Hkv, size_t Dh, size_t q_stride,
+                        size_t kv_stride, size_t out_stride, float scale) override {
+    check(kernels::attention_causal(out, q, k, v, T, n_kv, Hq, Hkv, Dh, q_stride, kv_stride,
+                                    out_stride, scale),
+          "attention_causal");
+  }
+  void attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* pool,
+                       const KvBlockLayout& layout, size_t Hq, size_t Hkv, float scale) override {
+    check(kernels::attention_paged(seqs, n_seqs, pool, layout, Hq, Hkv, scale), "attention_paged");
+  }
+  void kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0, const float* k,
+                      const float* v, size_t n, size_t src_stride) override {
+    check(kernels::kv_block_write(block, layout, row0, k, v, n, src_stride), "kv_block_write");
+  }
+  void kv_block_read(const uint8_t* block, const KvBlockLayout& layout, size_t row0, size_t n,
+                     float* k, float* v) override {
+    check(kernels::kv_block_read(block, layout, row0, n, k, v), "kv_block_read");
+  }
+  void window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
+                             size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
+                             float scale, float* peak) override {
+    check(kernels::window_attention_mass(out, q, q_stride, k, k_stride, n, W, Hq, Hkv, Dh, scale,
+                                         peak),
+          "window_attention_mass");
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind) {
+  if (kind == BackendKind::kCuda) {
+    throw std::runtime_error(
+        "backend cuda: this build of adakv has no CUDA backend yet; run with backend: cpu");
+  }
+  return std::make_unique<CpuBackend>();
+}
+
+}  // namespace adakv::kernels

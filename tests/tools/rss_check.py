@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Peak resident memory per rank against the budget `shard of the GGUF + KV pool + 64 MiB`.
+
+Runs `adakv generate` (a ~2,000-token prompt, the full cache) as 1 and as 3 tensor-parallel
+ranks under mpirun, each rank under /usr/bin/time, and prints per rank: its peak RSS, its share
+of the model file (file size / tp), the KV bytes the request held, and the margin left of the
+64 MiB allowance.
+
+    python3 tests/tools/rss_check.py --adakv build/adakv [--model PATH] [--tokens 2000]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+MIB = 1 << 20
+
+
+def run(adakv, model, tp, prompt_file, max_tokens):
+    with tempfile.TemporaryDirectory() as tmp:
+        wrapper = os.path.join(tmp, "rank.sh")
+        with open(wrapper, "w") as f:
+            # Each rank writes its own peak RSS (KiB) next to its rank number.
+            f.write('#!/bin/sh\nexec /usr/bin/time -f "%M" -o "{}/rss.$OMPI_COMM_WORLD_RANK" "$@"\n'
+                    .format(tmp))
+        os.chmod(wrapper, 0o755)
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
+               str(tp), wrapper, adakv, "generate", "--model", model, "--prompt-file",
+               prompt_file, "--max-tokens", str(max_tokens), "--policy", "full", "--json"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if out.returncode != 0:
+            sys.exit(f"adakv failed at tp {tp}:\n{out.stderr[-2000:]}")
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        rss = []
+        for r in range(tp):
+            with open(os.path.join(tmp, f"rss.{r}")) as f:
+                rss.append(int(f.read().strip().splitlines()[-1]) * 1024)
+        return result, rss
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--adakv", required=True)
+    ap.add_argument("--model", default=os.path.expanduser(
+        "~/.cache/adakv/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--tokens", type=int, default=2000, help="approximate prompt length")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    args = ap.parse_args()
+    words = open("/usr/share/common-licenses/GPL-3").read().split()
+    text = " ".join(words[: int(args.tokens * 0.75)])
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(text)
+        prompt_file = f.name
+    file_bytes = os.path.getsize(args.model)
+    ok = True
+    print(f"model file {file_bytes / MIB:.1f} MiB")
+    print(f"{'tp':>3} {'rank':>4} | {'peak RSS':>9} {'shard':>8} {'KV':>8} {'budget':>8} | "
+          f"{'margin of 64 MiB':>16}")
+    for tp in (1, 3):
+        result, rss = run(args.adakv, args.model, tp, prompt_file, args.max_tokens)
+        # The request's KV bytes over all ranks; each rank holds its heads' share.
+        kv = result["kv"]["full_bytes"] / tp
+        shard = file_bytes / tp
+        for r, m in enumerate(rss):
+            budget = shard + kv + 64 * MIB
+            ok &= m <= budget
+            print(f"{tp:>3} {r:>4} | {m / MIB:>8.1f}M {shard / MIB:>7.1f}M {kv / MIB:>7.1f}M "
+                  f"{budget / MIB:>7.1f}M | {(budget - m) / MIB:>15.1f}M")
+    print(f"prompt {result['prompt_tokens']} tokens; budget = file / tp + KV / tp + 64 MiB")
+    os.unlink(prompt_file)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
