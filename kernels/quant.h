@@ -73,9 +73,12 @@ enum class MatmulPath {
   kAuto,       // by M, as described at the top of this file
   kRowDots,    // the M < 32 path for any M: each row alone, activations rounded to 8 bits
   kFloatGemm,  // the M >= 32 path for any M: float32 products, no activation rounding
-  // Each row alone in float32: small panels of weight rows are decoded to float32 in L1 once per
-  // call and multiplied with the unrounded activation rows (for decode when float32 accuracy
-  // matters more than the int8 path's speed).
+  // Each row alone at near float32 accuracy: at the AVX2 and AVX-512 levels, formats with one
+  // scale per 32 elements round the activations to 16 bits per 32 elements (2^-16 of the
+  // block's max: ~250 times finer than the 8-bit path) and multiply in int32; Q6_K, the float
+  // formats and the scalar level decode small panels of weight rows to float32 in L1 and
+  // multiply with the unrounded activations. For decode, where the 8-bit path's rounding can
+  // flip a near-tied token.
   kFloatDots,
 };
 

@@ -258,6 +258,32 @@ void quantize_acts(const float* x, size_t m0, size_t m1, size_t K, int8_t* xq, f
   }
 }
 
+// Rounds rows [m0, m1) of x to int16 per 32 elements: d = max|x| / 32767, q = round(x / d);
+// s = the exact float sum of the block (a format's min multiplies it).
+void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
+                     float* xs) {
+  const size_t nb = K / kActBlock;
+  for (size_t m = m0; m < m1; ++m) {
+    for (size_t j = 0; j < nb; ++j) {
+      const float* v = x + m * K + j * kActBlock;
+      float amax = 0, sum = 0;
+      for (size_t l = 0; l < kActBlock; ++l) {
+        amax = std::max(amax, std::fabs(v[l]));
+        sum += v[l];
+      }
+      const float d = amax / 32767.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      int16_t* q = xw + m * K + j * kActBlock;
+      for (size_t l = 0; l < kActBlock; ++l) {
+        q[l] = static_cast<int16_t>(
+            std::clamp(static_cast<int>(std::nearbyint(v[l] * id)), -32767, 32767));
+      }
+      xd[m * nb + j] = d;
+      xs[m * nb + j] = sum;
+    }
+  }
+}
+
 }  // namespace
 
 namespace quant_detail {
@@ -449,6 +475,33 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     return Status::kOk;
   }
 
+  RowsFn rows16 = options.path == MatmulPath::kFloatDots && quant_level() != QuantLevel::kScalar
+                      ? avx2_rows16(f)
+                      : nullptr;
+  if (rows16) {
+    // Activations rounded to 16 bits (2^-16 of the block's max), weights widened to int16:
+    // products exact in int32, near float32 accuracy at integer speed.
+    thread_local std::vector<int16_t> xw;
+    thread_local std::vector<float> xws;
+    const size_t nb = K / kActBlock;
+    if (xw.size() < M * K) xw.resize(M * K);
+    if (xws.size() < 2 * M * nb) xws.resize(2 * M * nb);
+    quantize_acts16(x, 0, M, K, xw.data(), xws.data(), xws.data() + M * nb);
+    job.xw = xw.data();
+    job.xwd = xws.data();
+    job.xs = xws.data() + M * nb;
+#pragma omp parallel num_threads(threads)
+    {
+      const size_t nt = static_cast<size_t>(omp_get_num_threads());
+      const size_t chunk = (N + nt - 1) / nt;
+      const size_t n0 = std::min(N, chunk * static_cast<size_t>(omp_get_thread_num()));
+      const size_t n1 = std::min(N, n0 + chunk);
+      if (n1 > n0) {
+        for (size_t m0 = 0; m0 < M; m0 += 16) rows16(job, n0, n1, m0, std::min(M, m0 + 16));
+      }
+    }
+    return Status::kOk;
+  }
   if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
     // Panels of weight rows decoded to float32 (small enough to stay in L1), then the float32
     // row kernel of this level over all M rows. A panel's rows are independent, so the panel
