@@ -22,10 +22,6 @@ struct Stream {
 // Throws std::invalid_argument naming `op` unless s is kOk.
 void check(Status s, const char* op);
 
-// Threads the CPU ops use (OpenMP and BLAS); n <= 0 keeps OMP_NUM_THREADS, else all cores.
-void set_num_threads(int n);
-int num_threads();
-
 // out[t][:] = x[t][:] / rms(x[t][:]) * w[:]   x, out: [rows][dim] (may alias), w: [dim]
 Status rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t dim, float eps,
                Stream stream = {});

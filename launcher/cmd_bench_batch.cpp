@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"

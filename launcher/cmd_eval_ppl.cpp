@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"

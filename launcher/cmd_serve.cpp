@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/blas_threads.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {

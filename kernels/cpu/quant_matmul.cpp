@@ -33,6 +33,7 @@
 
 #include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/quant_impl.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/quant.h"
 
 namespace adakv::kernels {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {

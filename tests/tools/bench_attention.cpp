@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/quant.h"
 
 namespace k = adakv::kernels;

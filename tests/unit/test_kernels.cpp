@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/vec_exp.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 #include "tests/unit/random_data.h"
 #include "tests/unit/tolerances.h"

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
 #include "tests/unit/tolerances.h"
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/quant.h"
 #include "kernels/quant_tolerance.h"
 #include "model/gguf/dequant.h"
