@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Peak resident memory per rank against the budget `shard of the GGUF + KV pool + 64 MiB`.
 
-Runs `adakv generate` (a ~2,000-token prompt, the full cache) as 1 and as 3 tensor-parallel
-ranks under mpirun, each rank under /usr/bin/time, and prints per rank: its peak RSS, its share
-of the model file (file size / tp), the KV bytes the request held, and the margin left of the
+Runs `adakv batch` on one ~2,000-token request (the full cache, the serving loop's defaults:
+prompts prefilled in chunks of 512) with a KV pool of --pool-mb per rank, as 1 and as 3
+tensor-parallel ranks under mpirun, each rank under /usr/bin/time, and prints per rank: its
+peak RSS, its share of the model file (file size / tp), the pool, and the margin left of the
 64 MiB allowance.
 
     python3 tests/tools/rss_check.py --adakv build/adakv [--model PATH] [--tokens 2000]
@@ -19,7 +20,7 @@ import tempfile
 MIB = 1 << 20
 
 
-def run(adakv, model, tp, prompt_file, max_tokens):
+def run(adakv, model, tp, prompt_file, max_tokens, pool_mb):
     with tempfile.TemporaryDirectory() as tmp:
         wrapper = os.path.join(tmp, "rank.sh")
         with open(wrapper, "w") as f:
@@ -28,8 +29,8 @@ def run(adakv, model, tp, prompt_file, max_tokens):
                     .format(tmp))
         os.chmod(wrapper, 0o755)
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
-               str(tp), wrapper, adakv, "generate", "--model", model, "--prompt-file",
-               prompt_file, "--max-tokens", str(max_tokens), "--policy", "full", "--json"]
+               str(tp), wrapper, adakv, "batch", prompt_file, "--model", model, "-q",
+               "--kv-pool-mb", str(pool_mb)]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if out.returncode != 0:
             sys.exit(f"adakv failed at tp {tp}:\n{out.stderr[-2000:]}")
@@ -48,11 +49,13 @@ def main():
         "~/.cache/adakv/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--tokens", type=int, default=2000, help="approximate prompt length")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--pool-mb", type=float, default=64, help="KV pool per rank")
     args = ap.parse_args()
     words = open("/usr/share/common-licenses/GPL-3").read().split()
     text = " ".join(words[: int(args.tokens * 0.75)])
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write(text)
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write(json.dumps({"prompt": text, "max_tokens": args.max_tokens, "kv_policy": "full"}))
+        f.write("\n")
         prompt_file = f.name
     file_bytes = os.path.getsize(args.model)
     ok = True
@@ -60,16 +63,15 @@ def main():
     print(f"{'tp':>3} {'rank':>4} | {'peak RSS':>9} {'shard':>8} {'KV':>8} {'budget':>8} | "
           f"{'margin of 64 MiB':>16}")
     for tp in (1, 3):
-        result, rss = run(args.adakv, args.model, tp, prompt_file, args.max_tokens)
-        # The request's KV bytes over all ranks; each rank holds its heads' share.
-        kv = result["kv"]["full_bytes"] / tp
+        result, rss = run(args.adakv, args.model, tp, prompt_file, args.max_tokens, args.pool_mb)
+        kv = args.pool_mb * MIB
         shard = file_bytes / tp
         for r, m in enumerate(rss):
             budget = shard + kv + 64 * MIB
             ok &= m <= budget
             print(f"{tp:>3} {r:>4} | {m / MIB:>8.1f}M {shard / MIB:>7.1f}M {kv / MIB:>7.1f}M "
                   f"{budget / MIB:>7.1f}M | {(budget - m) / MIB:>15.1f}M")
-    print(f"prompt {result['prompt_tokens']} tokens; budget = file / tp + KV / tp + 64 MiB")
+    print(f"prompt {result['prompt_tokens']} tokens; budget = file / tp + KV pool + 64 MiB")
     os.unlink(prompt_file)
     return 0 if ok else 1
 
