@@ -149,33 +149,6 @@ ADAKV_AVX2_FN void dot_quant16(const Job& job, const uint8_t* row, size_t m, flo
 }
 
 template <WeightFormat F>
-ADAKV_AVX2_FN void rows16(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
-  float out[4];
-  for (size_t n = n0; n < n1; ++n) {
-    const uint8_t* row = job.w + n * job.row_bytes;
-    for (size_t m = m0; m < m1;) {
-      const size_t R = std::min<size_t>(4, m1 - m);
-      switch (R) {
-        case 4:
-          dot_quant16<F, 4>(job, row, m, out);
-          break;
-        case 3:
-          dot_quant16<F, 3>(job, row, m, out);
-          break;
-        case 2:
-          dot_quant16<F, 2>(job, row, m, out);
-          break;
-        default:
-          dot_quant16<F, 1>(job, row, m, out);
-          break;
-      }
-      for (size_t r = 0; r < R; ++r) store(job, m + r, n, out[r]);
-      m += R;
-    }
-  }
-}
-
-template <WeightFormat F>
 ADAKV_AVX2_FN __m256 load8(const uint8_t* row, size_t k) {
   if constexpr (F == WeightFormat::kF32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
@@ -239,7 +212,18 @@ ADAKV_AVX2_FN void dot(const Job& job, const uint8_t* row, size_t m, float* out)
   }
 }
 
-template <WeightFormat F>
+// One row of weights against activation rows m..m+R-1: on int16 activations (the float-dots
+// path) or on the format's own path.
+template <WeightFormat F, int R, bool kInt16>
+ADAKV_AVX2_FN void dot_rows(const Job& job, const uint8_t* row, size_t m, float* out) {
+  if constexpr (kInt16) {
+    dot_quant16<F, R>(job, row, m, out);
+  } else {
+    dot<F, R>(job, row, m, out);
+  }
+}
+
+template <WeightFormat F, bool kInt16 = false>
 ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
   float out[4];
   for (size_t n = n0; n < n1; ++n) {
@@ -248,22 +232,27 @@ ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t 
       const size_t R = std::min<size_t>(4, m1 - m);
       switch (R) {
         case 4:
-          dot<F, 4>(job, row, m, out);
+          dot_rows<F, 4, kInt16>(job, row, m, out);
           break;
         case 3:
-          dot<F, 3>(job, row, m, out);
+          dot_rows<F, 3, kInt16>(job, row, m, out);
           break;
         case 2:
-          dot<F, 2>(job, row, m, out);
+          dot_rows<F, 2, kInt16>(job, row, m, out);
           break;
         default:
-          dot<F, 1>(job, row, m, out);
+          dot_rows<F, 1, kInt16>(job, row, m, out);
           break;
       }
       for (size_t r = 0; r < R; ++r) store(job, m + r, n, out[r]);
       m += R;
     }
   }
+}
+
+template <WeightFormat F>
+ADAKV_AVX2_FN void rows16(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  rows<F, true>(job, n0, n1, m0, m1);
 }
 
 template <WeightFormat F>
