@@ -48,7 +48,8 @@ test-asan: setup
 
 # Prefill/decode tokens/s at 512, 2048 and 8000 tokens, next to llama.cpp on the same file.
 bench: build
-	$(BUILD)/adakv bench --python "$$(bash cluster/setup-node.sh bench-peer)"
+	$(BUILD)/adakv bench --python "$$(bash cluster/setup-node.sh bench-peer)" \
+	  --llama-batched-bench "$$(bash cluster/setup-node.sh serve-peer)/llama-batched-bench"
 
 # TP 1 against TP 3 (mpirun ranks on this machine): tokens/s and the time in collectives.
 bench-tp: build
