@@ -29,6 +29,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/blas_threads.h"
@@ -476,7 +478,8 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     return Status::kOk;
   }
 
-  RowsFn rows16 = options.path == MatmulPath::kFloatDots && quant_level() != QuantLevel::kScalar
+  RowsFn rows16 = options.path == MatmulPath::kFloatDots && float_dots_int16() &&
+                          quant_level() != QuantLevel::kScalar
                       ? avx2_rows16(f)
                       : nullptr;
   if (rows16) {
@@ -567,6 +570,24 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     }
   }
   return Status::kOk;
+}
+
+namespace {
+std::atomic<int> g_float_dots_int16{-1};  // -1: not read from the environment yet
+}  // namespace
+
+void set_float_dots_int16(bool on) {
+  g_float_dots_int16.store(on ? 1 : 0);
+}
+
+bool float_dots_int16() {
+  int v = g_float_dots_int16.load();
+  if (v < 0) {
+    const char* e = std::getenv("ADAKV_DECODE_INT16");
+    v = e && std::string(e) == "1" ? 1 : 0;
+    g_float_dots_int16.store(v);
+  }
+  return v == 1;
 }
 
 Status dequantize_rows(float* out, const void* w, WeightFormat f, const int32_t* ids, size_t T,
