@@ -417,13 +417,19 @@ def run_phase(name, server, requests, a, disconnect, failures):
     return {"pre": pre, "wall": wall, "results": results}
 
 
+# float32 KV: the greedy texts alone and under pressure must match, and a preempted request
+# recomputes its keys in another summation order, which bf16 rounding can turn into a flipped
+# near-tied token.
+KV_DTYPE = "f32"
+
+
 def probe(a, prompt):
     """`adakv generate` on a ~1000-token prompt: tokens per word and full-cache bytes per token."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write(prompt)
         path = f.name
     cmd = [a.adakv, "generate", "--prompt-file", path, "--max-tokens", "1", "--temperature", "0",
-           "--policy", "full", "--json", "--threads", "1"]
+           "--policy", "full", "--json", "--threads", "1", "--kv-dtype", KV_DTYPE]
     p = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive")))
     os.unlink(path)
@@ -519,7 +525,8 @@ def main():
               f"{sum(targets) * bytes_per_token / 2 ** 20 / a.tp:.0f} MiB per rank")
         if pool_bytes < biggest * bytes_per_token:
             sys.exit("the pool cannot hold the longest request alone: raise --fit or --pool-mb")
-        flags = ["--kv-pool-mb", str(pool_mb), "--max-num-seqs", str(max(64, a.clients))] + flags
+        flags = ["--kv-pool-mb", str(pool_mb), "--max-num-seqs", str(max(64, a.clients)),
+                 "--kv-dtype", KV_DTYPE] + flags
         server = Server.start(a.adakv, a.tp, flags)
         print(f"server up on {server.host}:{server.port}: {shlex.join(server.cmd)}")
     status, models = server.get("/v1/models")
