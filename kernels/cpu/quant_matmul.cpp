@@ -494,19 +494,8 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     job.xw = xw.data();
     job.xwd = xws.data();
     job.xs = xws.data() + M * nb;
-#pragma omp parallel num_threads(threads)
-    {
-      const size_t nt = static_cast<size_t>(omp_get_num_threads());
-      const size_t chunk = (N + nt - 1) / nt;
-      const size_t n0 = std::min(N, chunk * static_cast<size_t>(omp_get_thread_num()));
-      const size_t n1 = std::min(N, n0 + chunk);
-      if (n1 > n0) {
-        for (size_t m0 = 0; m0 < M; m0 += 16) rows16(job, n0, n1, m0, std::min(M, m0 + 16));
-      }
-    }
-    return Status::kOk;
-  }
-  if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
+    fn = rows16;  // the shared row loop below, on the int16 activations
+  } else if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
     // Panels of weight rows decoded to float32 (small enough to stay in L1), then the float32
     // row kernel of this level over all M rows. A panel's rows are independent, so the panel
     // size changes nothing in the results.
