@@ -224,7 +224,188 @@ ADAKV_AVX512_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_
   }
 }
 
+// Piece `sub` of a block as 32 float32 weights in two registers, w = dw * s * q + mw computed as
+// the dequantization does (one rounding of an FMA, or of a product where there is no min).
+template <WeightFormat F>
+ADAKV_AVX512_INLINE void unpack_float(const typename Fmt<F>::State& st, int sub, __m512* w) {
+  using T = Fmt<F>;
+  if constexpr (F == WeightFormat::kQ4_0 || F == WeightFormat::kQ4_1) {
+    // 16 nibble pairs: the 16 values a nibble can take are computed once and looked up.
+    constexpr bool kMin = F == WeightFormat::kQ4_1;
+    const uint8_t* b = st.b;
+    const __m512i bytes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (kMin ? 4 : 2))));
+    const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 d = _mm512_set1_ps(simd::half(b));
+    __m512 table;
+    if constexpr (kMin) {
+      table = _mm512_fmadd_ps(q, d, _mm512_set1_ps(simd::half(b + 2)));
+    } else {
+      table = _mm512_mul_ps(_mm512_sub_ps(q, _mm512_set1_ps(8.0f)), d);
+    }
+    w[0] = _mm512_permutexvar_ps(bytes, table);  // the index is the low 4 bits of each lane
+    w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+  } else if constexpr (F == WeightFormat::kQ8_0) {
+    const uint8_t* b = st.b;
+    const __m512 d = _mm512_set1_ps(simd::half(b));
+    const auto* q = reinterpret_cast<const __m128i*>(b + 2);
+    w[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d);
+    w[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d);
+  } else {
+    const Piece p = T::piece(st, sub);
+    float d0 = p.dw, d1 = p.dw;
+    if constexpr (T::kScales16) {
+      int lo, hi;
+      T::scale_ints(st, sub, lo, hi);
+      d0 = p.dw * static_cast<float>(lo);
+      d1 = p.dw * static_cast<float>(hi);
+    }
+    const __m128i b0 = _mm256_castsi256_si128(p.q), b1 = _mm256_extracti128_si256(p.q, 1);
+    const __m512i q0 = T::kUnsigned ? _mm512_cvtepu8_epi32(b0) : _mm512_cvtepi8_epi32(b0);
+    const __m512i q1 = T::kUnsigned ? _mm512_cvtepu8_epi32(b1) : _mm512_cvtepi8_epi32(b1);
+    const __m512 mw = _mm512_set1_ps(p.mw);
+    w[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q0), _mm512_set1_ps(d0), mw);
+    w[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q1), _mm512_set1_ps(d1), mw);
+  }
+}
+
+// The float-dots path on quantized weights: each 32-element piece is unpacked and converted to
+// float32 in registers (w = dw * s * q + mw, the value dequantization gives) and multiplied with
+// the unrounded float32 activations. A tile is NR weight rows by R activation rows; every output
+// element has one accumulator that sees the same sequence of FMAs (the low, then the high 16
+// elements of each piece) whatever NR and R are, so a row's result does not depend on the batch.
+template <WeightFormat F, int NR, int R>
+ADAKV_AVX512_FN void dot_fused(const Job& job, const uint8_t* const* wrows, size_t m,
+                               float (*out)[8]) {
+  using T = Fmt<F>;
+  const size_t blocks = job.K / kActBlock / T::kSubs;
+  const float* x[R];
+  __m512 acc[NR][R];
+  for (int r = 0; r < R; ++r) x[r] = job.x + (m + r) * job.K;
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+  }
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    typename T::State st[NR];
+    for (int i = 0; i < NR; ++i) T::prepare(wrows[i] + blk * T::kBytes, st[i]);
+    for (int sub = 0; sub < T::kSubs; ++sub) {
+      __m512 w[NR][2];
+      for (int i = 0; i < NR; ++i) unpack_float<F>(st[i], sub, w[i]);
+      const size_t k = (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
+      for (int r = 0; r < R; ++r) {
+        const __m512 x0 = _mm512_loadu_ps(x[r] + k), x1 = _mm512_loadu_ps(x[r] + k + 16);
+        for (int i = 0; i < NR; ++i) acc[i][r] = _mm512_fmadd_ps(w[i][0], x0, acc[i][r]);
+        for (int i = 0; i < NR; ++i) acc[i][r] = _mm512_fmadd_ps(w[i][1], x1, acc[i][r]);
+      }
+    }
+  }
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < R; ++r) out[i][r] = hsum512(acc[i][r]);
+  }
+}
+
+// NR weight rows (NR <= 4) against R < 8 activation rows.
+template <WeightFormat F, int NR>
+ADAKV_AVX512_FN void narrow_tile(const Job& job, const uint8_t* const* wrows, size_t m, size_t R,
+                                 float (*out)[8]) {
+  switch (R) {
+    case 4:
+      dot_fused<F, NR, 4>(job, wrows, m, out);
+      break;
+    case 3:
+      dot_fused<F, NR, 3>(job, wrows, m, out);
+      break;
+    case 2:
+      dot_fused<F, NR, 2>(job, wrows, m, out);
+      break;
+    default:
+      dot_fused<F, NR, 1>(job, wrows, m, out);
+      break;
+  }
+}
+
+template <WeightFormat F>
+ADAKV_AVX512_FN void store_tile(const Job& job, size_t n, size_t nr, size_t m, size_t R,
+                                const float (*out)[8]) {
+  for (size_t i = 0; i < nr; ++i) {
+    for (size_t r = 0; r < R; ++r) store(job, m + r, n + i, out[i][r]);
+  }
+}
+
+// Weight rows in groups of four. Activation rows in groups of eight take tiles of 2 x 8 (each
+// piece unpacked once per 8 rows); the rest take tiles of 4 x (up to 4): four independent FMA
+// chains even at M = 1. Both use 16 accumulators.
+template <WeightFormat F>
+ADAKV_AVX512_FN void fused_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  float out[4][8];
+  const size_t m_wide = m0 + (m1 - m0) / 8 * 8;
+  for (size_t n = n0; n < n1;) {
+    const size_t nr = std::min<size_t>(4, n1 - n);
+    const uint8_t* wrows[4];
+    for (size_t i = 0; i < 4; ++i) wrows[i] = job.w + (n + std::min(i, nr - 1)) * job.row_bytes;
+    // The next group's rows are requested now: they arrive while this group is computed on.
+    if (n + 2 * nr <= n1) {
+      const uint8_t* next = job.w + (n + nr) * job.row_bytes;
+      for (size_t b = 0; b < nr * job.row_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+    }
+    for (size_t m = m0; m < m_wide; m += 8) {
+      for (size_t i = 0; i < nr; i += 2) {
+        if (i + 1 < nr) {
+          dot_fused<F, 2, 8>(job, wrows + i, m, out);
+          store_tile<F>(job, n + i, 2, m, 8, out);
+        } else {
+          dot_fused<F, 1, 8>(job, wrows + i, m, out);
+          store_tile<F>(job, n + i, 1, m, 8, out);
+        }
+      }
+    }
+    for (size_t m = m_wide; m < m1;) {
+      const size_t R = std::min<size_t>(4, m1 - m);
+      switch (nr) {
+        case 4:
+          narrow_tile<F, 4>(job, wrows, m, R, out);
+          break;
+        case 3:
+          narrow_tile<F, 3>(job, wrows, m, R, out);
+          break;
+        case 2:
+          narrow_tile<F, 2>(job, wrows, m, R, out);
+          break;
+        default:
+          narrow_tile<F, 1>(job, wrows, m, R, out);
+          break;
+      }
+      store_tile<F>(job, n, nr, m, R, out);
+      m += R;
+    }
+    n += nr;
+  }
+}
+
 }  // namespace
+
+RowsFn avx512_float_dots(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kQ8_0:
+      return fused_rows<WeightFormat::kQ8_0>;
+    case WeightFormat::kQ4_0:
+      return fused_rows<WeightFormat::kQ4_0>;
+    case WeightFormat::kQ4_1:
+      return fused_rows<WeightFormat::kQ4_1>;
+    case WeightFormat::kQ5_0:
+      return fused_rows<WeightFormat::kQ5_0>;
+    case WeightFormat::kQ5_1:
+      return fused_rows<WeightFormat::kQ5_1>;
+    case WeightFormat::kQ4_K:
+      return fused_rows<WeightFormat::kQ4_K>;
+    case WeightFormat::kQ5_K:
+      return fused_rows<WeightFormat::kQ5_K>;
+    case WeightFormat::kQ6_K:
+      return fused_rows<WeightFormat::kQ6_K>;
+    default:
+      return nullptr;
+  }
+}
 
 RowsFn avx512_rows(WeightFormat f) {
   switch (f) {

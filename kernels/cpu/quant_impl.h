@@ -47,6 +47,9 @@ DequantFn scalar_dequant(WeightFormat f);
 DequantFn avx2_dequant(WeightFormat f);
 RowsFn avx2_rows(WeightFormat f);
 RowsFn avx512_rows(WeightFormat f);
+// The float-dots path on float32 activations, weights converted in registers: null for the
+// float formats (their own rows already take float activations).
+RowsFn avx512_float_dots(WeightFormat f);
 // The float-dots path on int16 activations (Job::xw, xwd, xs): null for formats it does not
 // cover (the float formats, and Q6_K's 16-element scales).
 RowsFn avx2_rows16(WeightFormat f);

@@ -495,6 +495,11 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     job.xwd = xws.data();
     job.xs = xws.data() + M * nb;
     fn = rows16;  // the shared row loop below, on the int16 activations
+  } else if (RowsFn fused =
+                 options.path == MatmulPath::kFloatDots && quant_level() == QuantLevel::kAvx512
+                     ? avx512_float_dots(f)
+                     : nullptr) {
+    fn = fused;  // the shared row loop below, weights converted to float32 in registers
   } else if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
     // Panels of weight rows decoded to float32 (small enough to stay in L1), then the float32
     // row kernel of this level over all M rows. A panel's rows are independent, so the panel
