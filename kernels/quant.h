@@ -73,12 +73,9 @@ enum class MatmulPath {
   kAuto,       // by M, as described at the top of this file
   kRowDots,    // the M < 32 path for any M: each row alone, activations rounded to 8 bits
   kFloatGemm,  // the M >= 32 path for any M: float32 products, no activation rounding
-  // Each row alone at float32 or near float32 accuracy: small panels of weight rows decoded to
-  // float32 in L1 and multiplied with the unrounded activations; or, with
-  // set_float_dots_int16(true) at the AVX2 and AVX-512 levels for formats with one scale per 32
-  // elements, activations rounded to 16 bits per 32 elements (2^-16 of the block's max: ~250
-  // times finer than the 8-bit path) and multiplied in int32. For decode, where the 8-bit
-  // path's rounding can flip a near-tied token.
+  // Each row alone at float32 accuracy: weights converted to float32 in registers (AVX-512) or
+  // in small panels in L1 (AVX2, scalar) and multiplied with the unrounded activations. For
+  // decode, where the 8-bit path's rounding can flip a near-tied token.
   kFloatDots,
 };
 
@@ -87,12 +84,6 @@ struct MatmulOptions {
   bool accumulate = false;  // y += x W^T instead of y = x W^T
   MatmulPath path = MatmulPath::kAuto;
 };
-
-// Whether kFloatDots rounds activations to 16 bits (~2x faster) or decodes float32 panels (the
-// default: continuous in its inputs, so a prompt recomputed after preemption continues exactly
-// as it was decoded). The environment variable ADAKV_DECODE_INT16=1 sets it at start.
-void set_float_dots_int16(bool on);
-bool float_dots_int16();
 
 // y[m][n] = sum_k x[m][k] * W[n][k]; see the top of this file. kInvalidArgument when K is not a
 // multiple of block_elements(f) or is 0, when f is not a WeightFormat, when ldy is below N, or a

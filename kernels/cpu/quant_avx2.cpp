@@ -17,7 +17,6 @@ using simd::Fmt;
 using simd::Piece;
 
 #define ADAKV_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-#define ADAKV_AVX2_INLINE_LAMBDA __attribute__((target("avx2,fma,f16c"), always_inline))
 
 // Rows m..m+R-1 of the quantized activations and two sets of accumulators (even and odd pieces,
 // two independent FMA / add chains).
@@ -95,59 +94,6 @@ ADAKV_AVX2_FN void dot_quant(const Job& job, const uint8_t* row, size_t m, float
   }
 }
 
-// out[r] = row . activation row m + r on int16 activations (the float-dots path): each piece's
-// 32 weights are widened to int16 and multiplied pairwise with the activations (exact in int32),
-// then scaled in float32; a format's min multiplies the exact float sum of the block's x.
-template <WeightFormat F, int R>
-ADAKV_AVX2_FN void dot_quant16(const Job& job, const uint8_t* row, size_t m, float* out) {
-  using T = Fmt<F>;
-  static_assert(!T::kScales16);
-  const size_t nb = job.K / kActBlock;
-  const int16_t* xw[R];
-  const float* xd[R];
-  const float* xs[R];
-  __m256 acc[2][R];
-  float macc[R];
-  for (int r = 0; r < R; ++r) {
-    xw[r] = job.xw + (m + r) * job.K;
-    xd[r] = job.xwd + (m + r) * nb;
-    xs[r] = job.xs + (m + r) * nb;
-    acc[0][r] = acc[1][r] = _mm256_setzero_ps();
-    macc[r] = 0.0f;
-  }
-  auto piece_step = [&](const Piece& p, size_t j, int set) ADAKV_AVX2_INLINE_LAMBDA {
-    const __m128i q_lo = _mm256_castsi256_si128(p.q), q_hi = _mm256_extracti128_si256(p.q, 1);
-    const __m256i wa = T::kUnsigned ? _mm256_cvtepu8_epi16(q_lo) : _mm256_cvtepi8_epi16(q_lo);
-    const __m256i wb = T::kUnsigned ? _mm256_cvtepu8_epi16(q_hi) : _mm256_cvtepi8_epi16(q_hi);
-    for (int r = 0; r < R; ++r) {
-      const auto* x = reinterpret_cast<const __m256i*>(xw[r] + j * kActBlock);
-      const __m256i d = _mm256_add_epi32(_mm256_madd_epi16(wa, _mm256_loadu_si256(x)),
-                                         _mm256_madd_epi16(wb, _mm256_loadu_si256(x + 1)));
-      acc[set][r] =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(p.dw * xd[r][j]), acc[set][r]);
-      if constexpr (T::kMin) macc[r] += p.mw * xs[r][j];
-    }
-  };
-  if constexpr (T::kSubs == 1) {
-    for (size_t j = 0; j < nb; ++j) {
-      typename T::State st;
-      T::prepare(row + j * T::kBytes, st);
-      piece_step(T::piece(st, 0), j, static_cast<int>(j % 2));
-    }
-  } else {
-    for (size_t blk = 0; blk < nb / T::kSubs; ++blk) {
-      typename T::State st;
-      T::prepare(row + blk * T::kBytes, st);
-      for (int sub = 0; sub < T::kSubs; ++sub) {
-        piece_step(T::piece(st, sub), blk * T::kSubs + sub, sub % 2);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    out[r] = simd::hsum(_mm256_add_ps(acc[0][r], acc[1][r])) + macc[r];
-  }
-}
-
 template <WeightFormat F>
 ADAKV_AVX2_FN __m256 load8(const uint8_t* row, size_t k) {
   if constexpr (F == WeightFormat::kF32) {
@@ -212,18 +158,7 @@ ADAKV_AVX2_FN void dot(const Job& job, const uint8_t* row, size_t m, float* out)
   }
 }
 
-// One row of weights against activation rows m..m+R-1: on int16 activations (the float-dots
-// path) or on the format's own path.
-template <WeightFormat F, int R, bool kInt16>
-ADAKV_AVX2_FN void dot_rows(const Job& job, const uint8_t* row, size_t m, float* out) {
-  if constexpr (kInt16) {
-    dot_quant16<F, R>(job, row, m, out);
-  } else {
-    dot<F, R>(job, row, m, out);
-  }
-}
-
-template <WeightFormat F, bool kInt16 = false>
+template <WeightFormat F>
 ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
   float out[4];
   for (size_t n = n0; n < n1; ++n) {
@@ -232,27 +167,22 @@ ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t 
       const size_t R = std::min<size_t>(4, m1 - m);
       switch (R) {
         case 4:
-          dot_rows<F, 4, kInt16>(job, row, m, out);
+          dot<F, 4>(job, row, m, out);
           break;
         case 3:
-          dot_rows<F, 3, kInt16>(job, row, m, out);
+          dot<F, 3>(job, row, m, out);
           break;
         case 2:
-          dot_rows<F, 2, kInt16>(job, row, m, out);
+          dot<F, 2>(job, row, m, out);
           break;
         default:
-          dot_rows<F, 1, kInt16>(job, row, m, out);
+          dot<F, 1>(job, row, m, out);
           break;
       }
       for (size_t r = 0; r < R; ++r) store(job, m + r, n, out[r]);
       m += R;
     }
   }
-}
-
-template <WeightFormat F>
-ADAKV_AVX2_FN void rows16(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
-  rows<F, true>(job, n0, n1, m0, m1);
 }
 
 template <WeightFormat F>
@@ -322,27 +252,6 @@ DequantFn avx2_dequant(WeightFormat f) {
       return dequant<WeightFormat::kQ6_K>;
   }
   return nullptr;
-}
-
-RowsFn avx2_rows16(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kQ8_0:
-      return rows16<WeightFormat::kQ8_0>;
-    case WeightFormat::kQ4_0:
-      return rows16<WeightFormat::kQ4_0>;
-    case WeightFormat::kQ4_1:
-      return rows16<WeightFormat::kQ4_1>;
-    case WeightFormat::kQ5_0:
-      return rows16<WeightFormat::kQ5_0>;
-    case WeightFormat::kQ5_1:
-      return rows16<WeightFormat::kQ5_1>;
-    case WeightFormat::kQ4_K:
-      return rows16<WeightFormat::kQ4_K>;
-    case WeightFormat::kQ5_K:
-      return rows16<WeightFormat::kQ5_K>;
-    default:
-      return nullptr;
-  }
 }
 
 RowsFn avx2_rows(WeightFormat f) {

@@ -21,12 +21,10 @@ struct Job {
   const uint8_t* w;  // N rows of row_bytes
   size_t row_bytes;
   size_t K;
-  const float* x;     // float formats: [M][K]
-  const int8_t* xq;   // quantized formats: [M][K] int8 activations
-  const float* xd;    // [M][K / 32] their scales
-  const float* xs;    // [M][K / 32] scale * sum of the block's int8 (the int16 path: sum of x)
-  const int16_t* xw;  // float-dots path: [M][K] activations rounded to int16 per 32 elements
-  const float* xwd;   // [M][K / 32] their scales
+  const float* x;    // float formats: [M][K]
+  const int8_t* xq;  // quantized formats: [M][K] int8 activations
+  const float* xd;   // [M][K / 32] their scales
+  const float* xs;   // [M][K / 32] scale * sum of the block's int8
 };
 
 // Writes (or adds, when the job accumulates) one output element.
@@ -50,9 +48,6 @@ RowsFn avx512_rows(WeightFormat f);
 // The float-dots path on float32 activations, weights converted in registers: null for the
 // float formats (their own rows already take float activations).
 RowsFn avx512_float_dots(WeightFormat f);
-// The float-dots path on int16 activations (Job::xw, xwd, xs): null for formats it does not
-// cover (the float formats, and Q6_K's 16-element scales).
-RowsFn avx2_rows16(WeightFormat f);
 
 constexpr bool is_float_format(WeightFormat f) {
   return f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16;

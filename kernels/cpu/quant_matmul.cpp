@@ -10,6 +10,11 @@
 //    at once); each block then adds dw * dx * dot (+ mw * s) in float32. Q6_K's two scales per
 //    32 elements enter the madd as 16-bit factors.
 //  - F32, F16, BF16: converted to float32 in registers and multiplied with FMA.
+//  - Float dots (MatmulPath::kFloatDots, the model's decode path): activations stay float32.
+//    AVX-512 converts each weight piece to float32 in registers (Q4_0/Q4_1 by a 16-entry table)
+//    in tiles of 4 weight rows x up to 4 activation rows, or 2 x 8 (16 accumulators); each output
+//    has one accumulator whose FMA sequence does not depend on the tile, so a row's result is
+//    the same alone and in any batch. AVX2 and scalar decode small float32 panels in L1.
 //  - 1 < M < 32 (batched decode): activation rows are taken in tiles (64 quantized, 16 float);
 //    within a tile a weight row is decoded once per group of 4 activation rows and stays in L1
 //    for the other groups, so the weights stream from memory once per tile, not per row.
@@ -261,32 +266,6 @@ void quantize_acts(const float* x, size_t m0, size_t m1, size_t K, int8_t* xq, f
   }
 }
 
-// Rounds rows [m0, m1) of x to int16 per 32 elements: d = max|x| / 32767, q = round(x / d);
-// s = the exact float sum of the block (a format's min multiplies it).
-void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
-                     float* xs) {
-  const size_t nb = K / kActBlock;
-  for (size_t m = m0; m < m1; ++m) {
-    for (size_t j = 0; j < nb; ++j) {
-      const float* v = x + m * K + j * kActBlock;
-      float amax = 0, sum = 0;
-      for (size_t l = 0; l < kActBlock; ++l) {
-        amax = std::max(amax, std::fabs(v[l]));
-        sum += v[l];
-      }
-      const float d = amax / 32767.0f;
-      const float id = d > 0 ? 1.0f / d : 0.0f;
-      int16_t* q = xw + m * K + j * kActBlock;
-      for (size_t l = 0; l < kActBlock; ++l) {
-        q[l] = static_cast<int16_t>(
-            std::clamp(static_cast<int>(std::nearbyint(v[l] * id)), -32767, 32767));
-      }
-      xd[m * nb + j] = d;
-      xs[m * nb + j] = sum;
-    }
-  }
-}
-
 }  // namespace
 
 namespace quant_detail {
@@ -478,27 +457,9 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     return Status::kOk;
   }
 
-  RowsFn rows16 = options.path == MatmulPath::kFloatDots && float_dots_int16() &&
-                          quant_level() != QuantLevel::kScalar
-                      ? avx2_rows16(f)
-                      : nullptr;
-  if (rows16) {
-    // Activations rounded to 16 bits (2^-16 of the block's max), weights widened to int16:
-    // products exact in int32, near float32 accuracy at integer speed.
-    thread_local std::vector<int16_t> xw;
-    thread_local std::vector<float> xws;
-    const size_t nb = K / kActBlock;
-    if (xw.size() < M * K) xw.resize(M * K);
-    if (xws.size() < 2 * M * nb) xws.resize(2 * M * nb);
-    quantize_acts16(x, 0, M, K, xw.data(), xws.data(), xws.data() + M * nb);
-    job.xw = xw.data();
-    job.xwd = xws.data();
-    job.xs = xws.data() + M * nb;
-    fn = rows16;  // the shared row loop below, on the int16 activations
-  } else if (RowsFn fused =
-                 options.path == MatmulPath::kFloatDots && quant_level() == QuantLevel::kAvx512
-                     ? avx512_float_dots(f)
-                     : nullptr) {
+  if (RowsFn fused = options.path == MatmulPath::kFloatDots && quant_level() == QuantLevel::kAvx512
+                         ? avx512_float_dots(f)
+                         : nullptr) {
     fn = fused;  // the shared row loop below, weights converted to float32 in registers
   } else if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
     // Panels of weight rows decoded to float32 (small enough to stay in L1), then the float32
@@ -564,24 +525,6 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     }
   }
   return Status::kOk;
-}
-
-namespace {
-std::atomic<int> g_float_dots_int16{-1};  // -1: not read from the environment yet
-}  // namespace
-
-void set_float_dots_int16(bool on) {
-  g_float_dots_int16.store(on ? 1 : 0);
-}
-
-bool float_dots_int16() {
-  int v = g_float_dots_int16.load();
-  if (v < 0) {
-    const char* e = std::getenv("ADAKV_DECODE_INT16");
-    v = e && std::string(e) == "1" ? 1 : 0;
-    g_float_dots_int16.store(v);
-  }
-  return v == 1;
 }
 
 Status dequantize_rows(float* out, const void* w, WeightFormat f, const int32_t* ids, size_t T,

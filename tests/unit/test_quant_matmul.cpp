@@ -318,71 +318,64 @@ TEST(QuantMatmul, OneAndTwoThreadsAreBitIdentical) {
 }
 
 // The explicit paths, with an output row stride and accumulation: the GEMM equals
-// dequantize-then-float32 within float32 rounding at every M, float dots within 16-bit
-// activation rounding, and a row of the row-dot paths is bit for bit the same alone as in a
-// batch of M.
+// dequantize-then-float32 within float32 rounding at every M, and so do float dots; a row of the
+// row-dot paths is bit for bit the same alone as in a batch of M.
 TEST(QuantMatmul, ExplicitPathsStridesAndAccumulation) {
   LevelGuard guard;
   uint32_t seed = 900;
-  const bool int16_before = k::float_dots_int16();
-  for (const bool int16 : {false, true})
-    for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512}) {
-      if (!k::set_quant_level(level)) continue;
-      k::set_float_dots_int16(int16);
-      for (WeightFormat f : k::kAllWeightFormats) {
-        const size_t K = k::block_elements(f) == 256 ? 512 : 96, N = 37, ldy = N + 5;
-        const auto w = random_weights(f, N, K, ++seed);
-        const auto wf = dequantize(f, w, N, K);
-        for (k::MatmulPath path :
-             {k::MatmulPath::kRowDots, k::MatmulPath::kFloatDots, k::MatmulPath::kFloatGemm}) {
-          // The activation term: 8-bit steps on the int8 path, 16-bit ones on float dots, none on
-          // the GEMM or for float weights.
-          const double act_factor = k::block_elements(f) == 1 || path == k::MatmulPath::kFloatGemm
-                                        ? 0.0
-                                    : path == k::MatmulPath::kFloatDots ? k::kInt16ActFactor
-                                                                        : 1.0;
-          for (size_t M : {1, 5, 33}) {
-            const auto x = adakv::test::random_vector(M * K, ++seed);
-            const auto y0 = adakv::test::random_vector(M * ldy, ++seed);
-            std::vector<float> y = y0;
-            ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K, {ldy, true, path}),
-                      k::Status::kOk);
-            std::vector<double> ref, mag, act;
-            reference(x, wf, M, N, K, ref, mag, &act);
-            const k::QuantTolerance tol = k::quant_tolerance(f);
-            for (size_t m = 0; m < M; ++m) {
-              for (size_t n = 0; n < ldy; ++n) {
-                const size_t i = m * ldy + n;
-                if (n >= N) {
-                  ASSERT_EQ(y[i], y0[i]) << "wrote outside the row: " << label(f, level, M, N, K);
-                  continue;
-                }
-                const size_t r = m * N + n;
-                const double bound = act_factor * tol.act * act[r] + tol.rel * mag[r] +
-                                     1e-6 * std::fabs(double(y0[i])) + 1e-30;
-                ASSERT_LE(std::fabs(double(y[i]) - y0[i] - ref[r]), bound)
-                    << label(f, level, M, N, K) << " path " << int(path) << " at " << m << "," << n;
+  for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512}) {
+    if (!k::set_quant_level(level)) continue;
+    for (WeightFormat f : k::kAllWeightFormats) {
+      const size_t K = k::block_elements(f) == 256 ? 512 : 96, N = 37, ldy = N + 5;
+      const auto w = random_weights(f, N, K, ++seed);
+      const auto wf = dequantize(f, w, N, K);
+      for (k::MatmulPath path :
+           {k::MatmulPath::kRowDots, k::MatmulPath::kFloatDots, k::MatmulPath::kFloatGemm}) {
+        // The activation term: 8-bit steps on the int8 path, none on the float paths or for
+        // float weights.
+        const double act_factor =
+            k::block_elements(f) == 1 || path != k::MatmulPath::kRowDots ? 0.0 : 1.0;
+        for (size_t M : {1, 5, 33}) {
+          const auto x = adakv::test::random_vector(M * K, ++seed);
+          const auto y0 = adakv::test::random_vector(M * ldy, ++seed);
+          std::vector<float> y = y0;
+          ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K, {ldy, true, path}),
+                    k::Status::kOk);
+          std::vector<double> ref, mag, act;
+          reference(x, wf, M, N, K, ref, mag, &act);
+          const k::QuantTolerance tol = k::quant_tolerance(f);
+          for (size_t m = 0; m < M; ++m) {
+            for (size_t n = 0; n < ldy; ++n) {
+              const size_t i = m * ldy + n;
+              if (n >= N) {
+                ASSERT_EQ(y[i], y0[i]) << "wrote outside the row: " << label(f, level, M, N, K);
+                continue;
               }
+              const size_t r = m * N + n;
+              const double bound = act_factor * tol.act * act[r] + tol.rel * mag[r] +
+                                   1e-6 * std::fabs(double(y0[i])) + 1e-30;
+              ASSERT_LE(std::fabs(double(y[i]) - y0[i] - ref[r]), bound)
+                  << label(f, level, M, N, K) << " path " << int(path) << " at " << m << "," << n;
             }
-            if (path == k::MatmulPath::kFloatGemm) continue;
-            for (size_t m = 0; m < M; ++m) {
-              std::vector<float> alone(N);
-              ASSERT_EQ(k::matmul_quant(alone.data(), x.data() + m * K, w.data(), f, 1, N, K,
-                                        {0, false, path}),
-                        k::Status::kOk);
-              std::vector<float> batched(M * N);
-              ASSERT_EQ(
-                  k::matmul_quant(batched.data(), x.data(), w.data(), f, M, N, K, {0, false, path}),
-                  k::Status::kOk);
-              for (size_t n = 0; n < N; ++n) {
-                ASSERT_EQ(alone[n], batched[m * N + n]) << label(f, level, M, N, K);
-              }
+          }
+          if (path == k::MatmulPath::kFloatGemm) continue;
+          for (size_t m = 0; m < M; ++m) {
+            std::vector<float> alone(N);
+            ASSERT_EQ(k::matmul_quant(alone.data(), x.data() + m * K, w.data(), f, 1, N, K,
+                                      {0, false, path}),
+                      k::Status::kOk);
+            std::vector<float> batched(M * N);
+            ASSERT_EQ(
+                k::matmul_quant(batched.data(), x.data(), w.data(), f, M, N, K, {0, false, path}),
+                k::Status::kOk);
+            for (size_t n = 0; n < N; ++n) {
+              ASSERT_EQ(alone[n], batched[m * N + n]) << label(f, level, M, N, K);
             }
           }
         }
       }
     }
-  k::set_float_dots_int16(int16_before);
+  }
   std::vector<float> x(96), y(4);
   std::vector<uint8_t> w(4 * 96 * 4);
   EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), WeightFormat::kF32, 1, 4, 96, {3}),
