@@ -185,6 +185,76 @@ ADAKV_AVX2_FN void rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t 
   }
 }
 
+// Piece `sub` of a block as 32 float32 weights in four registers: w = dw * s * q + mw, one FMA
+// rounding per weight (the value every float path of this level uses).
+template <WeightFormat F>
+ADAKV_AVX2_INLINE void piece_float(const typename Fmt<F>::State& st, int sub, __m256* w) {
+  using T = Fmt<F>;
+  const Piece p = T::piece(st, sub);
+  float d0 = p.dw, d1 = p.dw;
+  if constexpr (T::kScales16) {
+    int lo, hi;
+    T::scale_ints(st, sub, lo, hi);
+    d0 = p.dw * static_cast<float>(lo);
+    d1 = p.dw * static_cast<float>(hi);
+  }
+  const __m128i half[2] = {_mm256_castsi256_si128(p.q), _mm256_extracti128_si256(p.q, 1)};
+  const __m256 mw = _mm256_set1_ps(p.mw);
+  for (int c = 0; c < 4; ++c) {
+    const __m128i bytes = c % 2 ? _mm_srli_si128(half[c / 2], 8) : half[c / 2];
+    const __m256i v = T::kUnsigned ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepi8_epi32(bytes);
+    w[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(c < 2 ? d0 : d1), mw);
+  }
+}
+
+// The float-dots path on quantized weights for one activation row (M = 1): weights converted to
+// float32 in registers, never stored. It runs the FMA sequence of the panel path (dequant, then
+// dot_float<kF32>: two accumulators, even and odd 8-element parts), so a row gets the same bits
+// alone as in a batch, which takes the panels. NR weight rows at a time: 2 * NR chains.
+template <WeightFormat F, int NR>
+ADAKV_AVX2_FN void dot_fused(const Job& job, const uint8_t* const* wrows, float* out) {
+  using T = Fmt<F>;
+  const size_t blocks = job.K / kActBlock / T::kSubs;
+  __m256 acc[NR][2];
+  for (int i = 0; i < NR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    typename T::State st[NR];
+    for (int i = 0; i < NR; ++i) T::prepare(wrows[i] + blk * T::kBytes, st[i]);
+    for (int sub = 0; sub < T::kSubs; ++sub) {
+      const float* x = job.x + (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
+      for (int i = 0; i < NR; ++i) {
+        __m256 w[4];
+        piece_float<F>(st[i], sub, w);
+        for (int c = 0; c < 4; ++c) {
+          acc[i][c % 2] = _mm256_fmadd_ps(w[c], _mm256_loadu_ps(x + 8 * c), acc[i][c % 2]);
+        }
+      }
+    }
+  }
+  // "+ 0.0f" as dot_float adds its (empty) tail: the same bits, down to the sign of a zero.
+  for (int i = 0; i < NR; ++i) out[i] = simd::hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + 0.0f;
+}
+
+template <WeightFormat F>
+ADAKV_AVX2_FN void fused_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  float out[2] = {};
+  for (size_t m = m0; m < m1; ++m) {
+    Job row = job;
+    row.x = job.x + m * job.K;
+    for (size_t n = n0; n < n1; n += 2) {
+      const uint8_t* wrows[2] = {job.w + n * job.row_bytes,
+                                 job.w + std::min(n + 1, n1 - 1) * job.row_bytes};
+      if (n + 1 < n1) {
+        dot_fused<F, 2>(row, wrows, out);
+        store(job, m, n + 1, out[1]);
+      } else {
+        dot_fused<F, 1>(row, wrows, out);
+      }
+      store(job, m, n, out[0]);
+    }
+  }
+}
+
 template <WeightFormat F>
 ADAKV_AVX2_FN void dequant(const Job& job, size_t n0, size_t n1, float* out) {
   for (size_t n = n0; n < n1; ++n, out += job.K) {
@@ -200,24 +270,10 @@ ADAKV_AVX2_FN void dequant(const Job& job, size_t n0, size_t n1, float* out) {
         typename T::State st;
         T::prepare(row + blk * T::kBytes, st);
         for (int sub = 0; sub < T::kSubs; ++sub) {
-          const Piece p = T::piece(st, sub);
-          float d0 = p.dw, d1 = p.dw;
-          if constexpr (T::kScales16) {
-            int lo, hi;
-            T::scale_ints(st, sub, lo, hi);
-            d0 = p.dw * static_cast<float>(lo);
-            d1 = p.dw * static_cast<float>(hi);
-          }
-          const __m128i half[2] = {_mm256_castsi256_si128(p.q), _mm256_extracti128_si256(p.q, 1)};
+          __m256 w[4];
+          piece_float<F>(st, sub, w);
           float* o = out + (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
-          for (int c = 0; c < 4; ++c) {
-            const __m128i bytes = c % 2 ? _mm_srli_si128(half[c / 2], 8) : half[c / 2];
-            const __m256i v =
-                T::kUnsigned ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepi8_epi32(bytes);
-            const __m256 w = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(c < 2 ? d0 : d1),
-                                             _mm256_set1_ps(p.mw));
-            _mm256_storeu_ps(o + 8 * c, w);
-          }
+          for (int c = 0; c < 4; ++c) _mm256_storeu_ps(o + 8 * c, w[c]);
         }
       }
     }
@@ -252,6 +308,29 @@ DequantFn avx2_dequant(WeightFormat f) {
       return dequant<WeightFormat::kQ6_K>;
   }
   return nullptr;
+}
+
+RowsFn avx2_float_dots(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kQ8_0:
+      return fused_rows<WeightFormat::kQ8_0>;
+    case WeightFormat::kQ4_0:
+      return fused_rows<WeightFormat::kQ4_0>;
+    case WeightFormat::kQ4_1:
+      return fused_rows<WeightFormat::kQ4_1>;
+    case WeightFormat::kQ5_0:
+      return fused_rows<WeightFormat::kQ5_0>;
+    case WeightFormat::kQ5_1:
+      return fused_rows<WeightFormat::kQ5_1>;
+    case WeightFormat::kQ4_K:
+      return fused_rows<WeightFormat::kQ4_K>;
+    case WeightFormat::kQ5_K:
+      return fused_rows<WeightFormat::kQ5_K>;
+    case WeightFormat::kQ6_K:
+      return fused_rows<WeightFormat::kQ6_K>;
+    default:
+      return nullptr;
+  }
 }
 
 RowsFn avx2_rows(WeightFormat f) {

@@ -47,6 +47,7 @@ RowsFn avx2_rows(WeightFormat f);
 RowsFn avx512_rows(WeightFormat f);
 // The float-dots path on float32 activations, weights converted in registers: null for the
 // float formats (their own rows already take float activations).
+RowsFn avx2_float_dots(WeightFormat f);
 RowsFn avx512_float_dots(WeightFormat f);
 
 constexpr bool is_float_format(WeightFormat f) {
