@@ -10,8 +10,9 @@
 // for bit the same however it is batched or threaded.
 //
 // The chunk kernels are per dispatch level (kernels/quant.h): paged_attention_scalar.cpp
-// (portable, blocks decoded to float32) and paged_attention_avx2.cpp (K/V read in their stored
-// dtype in registers); this file plans the chunks, runs them on threads and merges.
+// (portable, blocks decoded to float32), paged_attention_avx2.cpp and
+// paged_attention_avx512.cpp (K/V read in their stored dtype in registers); this file plans the
+// chunks, runs them on threads and merges.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -127,11 +128,15 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
       plan_chunks(seqs, n_seqs, Hkv, group, layout.block_tokens, dim, &n_states);
   std::vector<float> states(n_states);
 
-  // The chunk kernel follows the dispatch level of kernels/quant.h (AVX-512 CPUs run the AVX2
-  // kernel); head sizes that are not whole AVX2 vectors take the portable kernel.
-  const ChunkFn run_chunk = quant_level() != QuantLevel::kScalar && avx2_supports(layout)
-                                ? run_chunk_avx2
-                                : run_chunk_scalar;
+  // The chunk kernel follows the dispatch level of kernels/quant.h; a head size that is not
+  // whole vectors of a level takes the next level down (AVX-512, AVX2, portable).
+  const QuantLevel level = quant_level();
+  ChunkFn run_chunk = run_chunk_scalar;
+  if (level == QuantLevel::kAvx512 && avx512_supports(layout)) {
+    run_chunk = run_chunk_avx512;
+  } else if (level != QuantLevel::kScalar && avx2_supports(layout)) {
+    run_chunk = run_chunk_avx2;
+  }
 
 #pragma omp parallel
   {

@@ -1,5 +1,5 @@
 // Internals of attention_paged (paged_attention.cpp) shared with its per-level chunk kernels
-// (paged_attention_scalar.cpp, paged_attention_avx2.cpp).
+// (paged_attention_scalar.cpp, paged_attention_avx2.cpp, paged_attention_avx512.cpp).
 #pragma once
 
 #include <cstddef>
@@ -53,5 +53,14 @@ inline bool avx2_supports(const KvBlockLayout& layout) {
 void run_chunk_avx2(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
                     const KvBlockLayout& layout, size_t group, float scale, float* states,
                     ChunkScratch& scratch);
+
+// AVX-512 (F + BW + VL) level: the AVX2 kernel on 16-float vectors. Needs a head_dim that is a
+// multiple of 16 and a CPU with those extensions.
+inline bool avx512_supports(const KvBlockLayout& layout) {
+  return layout.head_dim % 16 == 0;
+}
+void run_chunk_avx512(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
+                      const KvBlockLayout& layout, size_t group, float scale, float* states,
+                      ChunkScratch& scratch);
 
 }  // namespace adakv::kernels::paged_detail

@@ -1,7 +1,8 @@
 // The attention kernels at every dispatch level this CPU has (scalar, AVX2, AVX-512; the others
 // skip) against plain double-precision references:
 //  - attention_paged over f32, bf16 and E4M3 blocks: GQA, ragged heads, 1 and several new
-//    queries, head sizes whole and partial 16-float tiles (64, 80, 96, 40) and odd ones (7),
+//    queries, head sizes of whole 16-float vectors (64, 80, 96, 48, 128), with an 8-float tail
+//    (40: AVX-512 hands it to the AVX2 kernel) and odd ones (7: the portable kernel),
 //    block sizes that are and are not multiples of 8; a NaN stored in a block reaches exactly the
 //    rows that see it; a sequence's output is bit-identical alone, batched and on any number of
 //    threads.
@@ -175,9 +176,10 @@ TEST_P(AttentionLevels, PagedMatchesDoubleReference) {
   struct Shape {
     size_t Hq, Hkv, dim, block_tokens;
   };
-  // GQA groups of 3 and 4 and none; head sizes of whole 16-float tiles, an 8-float tail and
-  // none that fits a vector; blocks of 16, and of 5 and 12 (not multiples of 8).
-  const Shape shapes[] = {{9, 3, 64, 16}, {8, 2, 80, 16}, {4, 4, 96, 5},
+  // GQA groups of 3 and 4 and none; head sizes of whole 16-float vectors (64-float P x V tiles
+  // and 1, 2 or 3 vectors more), an 8-float tail and none that fits a vector; blocks of 16, and
+  // of 5 and 12 (not multiples of 8).
+  const Shape shapes[] = {{9, 3, 64, 16}, {8, 2, 80, 16}, {4, 4, 96, 5},  {6, 3, 48, 16},
                           {6, 2, 40, 12}, {6, 2, 7, 16},  {2, 1, 128, 16}};
   // (new queries, per-head lengths): decode, a prefill chunk, ragged heads with lengths on
   // and off block boundaries, one head long enough to be split into several chunks.
