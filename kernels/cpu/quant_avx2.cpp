@@ -191,13 +191,8 @@ template <WeightFormat F>
 ADAKV_AVX2_INLINE void piece_float(const typename Fmt<F>::State& st, int sub, __m256* w) {
   using T = Fmt<F>;
   const Piece p = T::piece(st, sub);
-  float d0 = p.dw, d1 = p.dw;
-  if constexpr (T::kScales16) {
-    int lo, hi;
-    T::scale_ints(st, sub, lo, hi);
-    d0 = p.dw * static_cast<float>(lo);
-    d1 = p.dw * static_cast<float>(hi);
-  }
+  float d0, d1;
+  simd::half_scales<F>(st, sub, p.dw, d0, d1);
   const __m128i half[2] = {_mm256_castsi256_si128(p.q), _mm256_extracti128_si256(p.q, 1)};
   const __m256 mw = _mm256_set1_ps(p.mw);
   for (int c = 0; c < 4; ++c) {

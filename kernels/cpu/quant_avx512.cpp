@@ -258,13 +258,8 @@ ADAKV_AVX512_INLINE void unpack_float(const typename Fmt<F>::State& st, int sub,
     w[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d);
   } else {
     const Piece p = T::piece(st, sub);
-    float d0 = p.dw, d1 = p.dw;
-    if constexpr (T::kScales16) {
-      int lo, hi;
-      T::scale_ints(st, sub, lo, hi);
-      d0 = p.dw * static_cast<float>(lo);
-      d1 = p.dw * static_cast<float>(hi);
-    }
+    float d0, d1;
+    simd::half_scales<F>(st, sub, p.dw, d0, d1);
     const __m128i b0 = _mm256_castsi256_si128(p.q), b1 = _mm256_extracti128_si256(p.q, 1);
     const __m512i q0 = T::kUnsigned ? _mm512_cvtepu8_epi32(b0) : _mm512_cvtepi8_epi32(b0);
     const __m512i q1 = T::kUnsigned ? _mm512_cvtepu8_epi32(b1) : _mm512_cvtepi8_epi32(b1);

@@ -201,6 +201,20 @@ struct Fmt<WeightFormat::kQ6_K> {
   }
 };
 
+// The factors of piece `sub`'s two 16-element halves as float weights: dw, times Q6_K's
+// 16-element scales.
+template <WeightFormat F>
+ADAKV_TARGET_AVX2 void half_scales(const typename Fmt<F>::State& st, int sub, float dw, float& d0,
+                                   float& d1) {
+  d0 = d1 = dw;
+  if constexpr (Fmt<F>::kScales16) {
+    int lo, hi;
+    Fmt<F>::scale_ints(st, sub, lo, hi);
+    d0 = dw * static_cast<float>(lo);
+    d1 = dw * static_cast<float>(hi);
+  }
+}
+
 // 8 int32 partial dot products of a weight piece with 32 int8 activations (exact).
 template <WeightFormat F>
 ADAKV_TARGET_AVX2 __m256i dot_piece(__m256i q, __m256i x, __m256i s16) {
