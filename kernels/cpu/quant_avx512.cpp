@@ -4,23 +4,11 @@
 // has no vpsignb: signed pieces use abs and a masked negate of the activations instead). Float
 // formats use 16-wide FMA. Every function here is compiled for that target by attribute and only
 // called after CPUID says the CPU has it.
-#include <immintrin.h>
-
-// GCC 12's AVX-512 intrinsics pass _mm*_undefined_*() temporaries to masked builtins and then warn
-// about them (GCC bug 105593) wherever they inline; the warnings are about the headers, not this.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <algorithm>
 
+#include "kernels/cpu/avx512_target.h"
 #include "kernels/cpu/quant_impl.h"
 #include "kernels/cpu/quant_simd.h"
-
-#define ADAKV_AVX512_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
-#define ADAKV_AVX512_INLINE \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), always_inline)) inline
 
 namespace adakv::kernels::quant_detail {
 
