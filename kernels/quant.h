@@ -73,8 +73,8 @@ enum class MatmulPath {
   kAuto,       // by M, as described at the top of this file
   kRowDots,    // the M < 32 path for any M: each row alone, activations rounded to 8 bits
   kFloatGemm,  // the M >= 32 path for any M: float32 products, no activation rounding
-  // Each row alone at float32 accuracy: weights converted to float32 in registers (AVX-512; AVX2
-  // at M = 1) or in small panels in L1 and multiplied with the unrounded activations. For
+  // Each row alone at float32 accuracy: weights converted to float32 in registers (AVX-512,
+  // AVX2) or in small panels in L1 (scalar) and multiplied with the unrounded activations. For
   // decode, where the 8-bit path's rounding can flip a near-tied token.
   kFloatDots,
 };

@@ -202,51 +202,113 @@ ADAKV_AVX2_INLINE void piece_float(const typename Fmt<F>::State& st, int sub, __
   }
 }
 
-// The float-dots path on quantized weights for one activation row (M = 1): weights converted to
-// float32 in registers, never stored. It runs the FMA sequence of the panel path (dequant, then
-// dot_float<kF32>: two accumulators, even and odd 8-element parts), so a row gets the same bits
-// alone as in a batch, which takes the panels. NR weight rows at a time: 2 * NR chains.
-template <WeightFormat F, int NR>
-ADAKV_AVX2_FN void dot_fused(const Job& job, const uint8_t* const* wrows, float* out) {
+// Piece `sub` of the block at `b` as 32 float32 weights, the values piece_float gives (one FMA
+// rounding each), with fewer instructions for the formats of one scale per 32: bytes widened
+// straight from memory, the block's scales converted together.
+template <WeightFormat F>
+ADAKV_AVX2_INLINE void piece_float_at(const uint8_t* b, const typename Fmt<F>::State& st, int sub,
+                                      __m256* w) {
+  if constexpr (F == WeightFormat::kQ4_0 || F == WeightFormat::kQ4_1) {
+    // [d, m] (Q4_1) or [d, first bytes] (Q4_0) in every pair of lanes.
+    const __m256 dm =
+        _mm256_cvtph_ps(_mm_castps_si128(_mm_broadcast_ss(reinterpret_cast<const float*>(b))));
+    const __m256 d = _mm256_permute_ps(dm, 0x00);
+    const __m256 m = F == WeightFormat::kQ4_1 ? _mm256_permute_ps(dm, 0x55) : _mm256_setzero_ps();
+    const uint8_t* qs = b + (F == WeightFormat::kQ4_1 ? 4 : 2);
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+    const __m256i hi =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+    const __m256i mask = _mm256_set1_epi32(0x0F);
+    // Elements 0..15 are the low nibbles of the 16 bytes, 16..31 the high ones.
+    __m256i q[4] = {_mm256_and_si256(lo, mask), _mm256_and_si256(hi, mask),
+                    _mm256_srli_epi32(lo, 4), _mm256_srli_epi32(hi, 4)};
+    for (int c = 0; c < 4; ++c) {
+      if constexpr (F == WeightFormat::kQ4_0) q[c] = _mm256_sub_epi32(q[c], _mm256_set1_epi32(8));
+      w[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[c]), d, m);
+    }
+  } else if constexpr (F == WeightFormat::kQ8_0) {
+    const __m256 d = _mm256_permute_ps(
+        _mm256_cvtph_ps(_mm_castps_si128(_mm_broadcast_ss(reinterpret_cast<const float*>(b)))),
+        0x00);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q =
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * c)));
+      w[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), d, _mm256_setzero_ps());
+    }
+  } else {
+    piece_float<F>(st, sub, w);
+  }
+}
+
+// out[i * MR + r] = weight row i . activation row m + r, for i < NR, r < MR: each weight piece
+// converted to float32 in registers once and multiplied with MR activation rows. Every output
+// has one accumulator and the same FMA sequence whatever NR and MR, so a row's result is the
+// same alone and in any batch.
+template <WeightFormat F, int NR, int MR>
+ADAKV_AVX2_FN void tile(const Job& job, const uint8_t* const* wrows, size_t m, float* out) {
   using T = Fmt<F>;
   const size_t blocks = job.K / kActBlock / T::kSubs;
-  __m256 acc[NR][2];
-  for (int i = 0; i < NR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const float* x[MR];
+  for (int r = 0; r < MR; ++r) x[r] = job.x + (m + static_cast<size_t>(r)) * job.K;
+  __m256 acc[NR][MR];
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < MR; ++r) acc[i][r] = _mm256_setzero_ps();
+  }
   for (size_t blk = 0; blk < blocks; ++blk) {
-    typename T::State st[NR];
-    for (int i = 0; i < NR; ++i) T::prepare(wrows[i] + blk * T::kBytes, st[i]);
-    for (int sub = 0; sub < T::kSubs; ++sub) {
-      const float* x = job.x + (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
-      for (int i = 0; i < NR; ++i) {
+    for (int i = 0; i < NR; ++i) {
+      const uint8_t* b = wrows[i] + blk * T::kBytes;
+      typename T::State st;
+      T::prepare(b, st);
+      for (int sub = 0; sub < T::kSubs; ++sub) {
         __m256 w[4];
-        piece_float<F>(st[i], sub, w);
+        piece_float_at<F>(b, st, sub, w);
+        const size_t k = (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
         for (int c = 0; c < 4; ++c) {
-          acc[i][c % 2] = _mm256_fmadd_ps(w[c], _mm256_loadu_ps(x + 8 * c), acc[i][c % 2]);
+          for (int r = 0; r < MR; ++r) {
+            acc[i][r] = _mm256_fmadd_ps(w[c], _mm256_loadu_ps(x[r] + k + 8 * c), acc[i][r]);
+          }
         }
       }
     }
   }
-  // "+ 0.0f" as dot_float adds its (empty) tail: the same bits, down to the sign of a zero.
-  for (int i = 0; i < NR; ++i) out[i] = simd::hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + 0.0f;
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < MR; ++r) out[i * MR + r] = simd::hsum(acc[i][r]);
+  }
 }
 
+// Weight rows [n0, n1) against activation rows [m, m + MR): NR rows at a time, then one.
+template <WeightFormat F, int NR, int MR>
+ADAKV_AVX2_FN void tile_rows(const Job& job, size_t n0, size_t n1, size_t m) {
+  float out[NR * MR];
+  size_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    const uint8_t* wrows[NR];
+    for (int i = 0; i < NR; ++i) wrows[i] = job.w + (n + static_cast<size_t>(i)) * job.row_bytes;
+    tile<F, NR, MR>(job, wrows, m, out);
+    for (int i = 0; i < NR; ++i) {
+      for (int r = 0; r < MR; ++r) store(job, m + static_cast<size_t>(r), n + i, out[i * MR + r]);
+    }
+  }
+  for (; n < n1; ++n) {
+    const uint8_t* row = job.w + n * job.row_bytes;
+    tile<F, 1, MR>(job, &row, m, out);
+    for (int r = 0; r < MR; ++r) store(job, m + static_cast<size_t>(r), n, out[r]);
+  }
+}
+
+// The float-dots path on quantized weights: weights converted to float32 in registers, never
+// stored. Groups of 8 weight rows stay in L1 while the activation rows pass in tiles of 8, 4, 2
+// and 1 (at most 8 accumulators each).
 template <WeightFormat F>
 ADAKV_AVX2_FN void fused_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
-  float out[2] = {};
-  for (size_t m = m0; m < m1; ++m) {
-    Job row = job;
-    row.x = job.x + m * job.K;
-    for (size_t n = n0; n < n1; n += 2) {
-      const uint8_t* wrows[2] = {job.w + n * job.row_bytes,
-                                 job.w + std::min(n + 1, n1 - 1) * job.row_bytes};
-      if (n + 1 < n1) {
-        dot_fused<F, 2>(row, wrows, out);
-        store(job, m, n + 1, out[1]);
-      } else {
-        dot_fused<F, 1>(row, wrows, out);
-      }
-      store(job, m, n, out[0]);
-    }
+  constexpr size_t kGroup = 8;
+  for (size_t g0 = n0; g0 < n1; g0 += kGroup) {
+    const size_t g1 = std::min(n1, g0 + kGroup);
+    size_t m = m0;
+    for (; m + 8 <= m1; m += 8) tile_rows<F, 1, 8>(job, g0, g1, m);
+    for (; m + 4 <= m1; m += 4) tile_rows<F, 2, 4>(job, g0, g1, m);
+    for (; m + 2 <= m1; m += 2) tile_rows<F, 4, 2>(job, g0, g1, m);
+    for (; m < m1; ++m) tile_rows<F, 8, 1>(job, g0, g1, m);
   }
 }
 

@@ -11,11 +11,11 @@
 //    32 elements enter the madd as 16-bit factors.
 //  - F32, F16, BF16: converted to float32 in registers and multiplied with FMA.
 //  - Float dots (MatmulPath::kFloatDots, the model's decode path): activations stay float32.
-//    AVX-512 converts each weight piece to float32 in registers (Q4_0/Q4_1 by a 16-entry table)
-//    in tiles of 4 weight rows x up to 4 activation rows, or 2 x 8 (16 accumulators); each output
-//    has one accumulator whose FMA sequence does not depend on the tile, so a row's result is
-//    the same alone and in any batch. AVX2 and scalar decode small float32 panels in L1 (AVX2
-//    converts in registers for a single row, in the panels' exact order).
+//    AVX-512 and AVX2 convert each weight piece to float32 in registers (AVX-512: Q4_0/Q4_1 by a
+//    16-entry table) and multiply it with a tile of activation rows (AVX-512: 4 weight rows x up
+//    to 4 activation rows, or 2 x 8; AVX2: 8 x 1 up to 1 x 8); each output has one accumulator
+//    whose FMA sequence does not depend on the tile, so a row's result is the same alone and in
+//    any batch. The scalar level decodes small float32 panels in L1.
 //  - 1 < M < 32 (batched decode): activation rows are taken in tiles (64 quantized, 16 float);
 //    within a tile a weight row is decoded once per group of 4 activation rows and stays in L1
 //    for the other groups, so the weights stream from memory once per tile, not per row.
@@ -460,21 +460,18 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
 
   RowsFn fused = nullptr;
   if (options.path == MatmulPath::kFloatDots) {
-    // AVX2 converts in registers only for one row, where no panel is shared; it computes what
-    // the panels below do, bit for bit.
-    fused = quant_level() == QuantLevel::kAvx512           ? avx512_float_dots(f)
-            : quant_level() == QuantLevel::kAvx2 && M == 1 ? avx2_float_dots(f)
-                                                           : nullptr;
+    fused = quant_level() == QuantLevel::kAvx512 ? avx512_float_dots(f)
+            : quant_level() == QuantLevel::kAvx2 ? avx2_float_dots(f)
+                                                 : nullptr;
   }
   if (fused) {
     fn = fused;  // the shared row loop below, weights converted to float32 in registers
   } else if (options.path == MatmulPath::kFloatDots && !is_float_format(f)) {
-    // Panels of weight rows decoded to float32 (small enough to stay in L1), then the float32
-    // row kernel of the level over all M rows. A panel's rows are independent, so the panel
-    // size changes nothing in the results.
-    const bool avx2 = quant_level() == QuantLevel::kAvx2;
-    const DequantFn dq = avx2 ? avx2_dequant(f) : scalar_dequant(f);
-    const RowsFn frows = avx2 ? avx2_rows(WeightFormat::kF32) : scalar_rows(WeightFormat::kF32);
+    // Scalar level: panels of weight rows decoded to float32 (small enough to stay in L1), then
+    // the float32 row kernel over all M rows. A panel's rows are independent, so the panel size
+    // changes nothing in the results.
+    const DequantFn dq = scalar_dequant(f);
+    const RowsFn frows = scalar_rows(WeightFormat::kF32);
     const size_t panel_rows = std::max<size_t>(1, (size_t{32} << 10) / (K * sizeof(float)));
 #pragma omp parallel num_threads(threads)
     {
