@@ -324,11 +324,12 @@ ADAKV_AVX2_FN void dequant(const Job& job, size_t n0, size_t n1, float* out) {
       using T = Fmt<F>;
       const size_t blocks = job.K / kActBlock / T::kSubs;
       for (size_t blk = 0; blk < blocks; ++blk) {
+        const uint8_t* b = row + blk * T::kBytes;
         typename T::State st;
-        T::prepare(row + blk * T::kBytes, st);
+        T::prepare(b, st);
         for (int sub = 0; sub < T::kSubs; ++sub) {
           __m256 w[4];
-          piece_float<F>(st, sub, w);
+          piece_float_at<F>(b, st, sub, w);
           float* o = out + (blk * T::kSubs + static_cast<size_t>(sub)) * kActBlock;
           for (int c = 0; c < 4; ++c) _mm256_storeu_ps(o + 8 * c, w[c]);
         }
