@@ -222,7 +222,9 @@ TEST(TensorParallel, EvalPplUnderTp3MatchesOneRank) {
 }
 
 // eval niah under TP 3: the same answers and the same teacher-forced answer likelihood as one
-// rank (the reference answer travels with the command; every rank runs its forward).
+// rank (the reference answer travels with the command; every rank runs its forward). Float32 KV
+// as above: with bf16 the full-cache NLL moves by a few 1e-3 between TP 1 and TP 3, while bf16
+// itself moves it by 1e-2 against float32.
 TEST(TensorParallel, EvalNiahAnswerLikelihoodUnderTp3MatchesOneRank) {
   json records[2];
   for (int i = 0; i < 2; ++i) {
@@ -231,7 +233,7 @@ TEST(TensorParallel, EvalNiahAnswerLikelihoodUnderTp3MatchesOneRank) {
     const auto r = adakv_mpi(np, "eval niah --model " + model_path() +
                                      " --lengths 400 --depths 50 --trials 1 --budgets 0.2"
                                      " --policies snapkv,adakv --threads 1 --out " +
-                                     out.string());
+                                     out.string() + kKvF32);
     ASSERT_EQ(r.rc, 0) << r.err;
     records[i] = json::parse(slurp(out / "niah_results.json"))["records"];
   }
