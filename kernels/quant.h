@@ -10,7 +10,9 @@
 // For M < 32 the quantized formats (Q*) quantize the activation rows to 8 bits first (per 32
 // elements: a float scale and 32 int8, as llama.cpp does), so they equal dequantize-then-float32
 // only within the tolerance of kernels/quant_tolerance.h; for M >= 32 and for F32/F16/BF16 the
-// products are float32 up to rounding.
+// products are float32 up to rounding. The explicit paths (MatmulPath) choose otherwise: the
+// model decodes on float dots (or int16 dots when asked: decode_dots_path), never on 8-bit
+// activations.
 //
 // The implementation is chosen at runtime (CPUID): AVX-512 (F+BW+VL), else AVX2+FMA+F16C, else
 // portable scalar code. Every level computes each output element on one thread in an order that
@@ -77,7 +79,21 @@ enum class MatmulPath {
   // AVX2) or in small panels in L1 (scalar) and multiplied with the unrounded activations. For
   // decode, where the 8-bit path's rounding can flip a near-tied token.
   kFloatDots,
+  // Each row alone, activations rounded to 16 bits per 32 elements (steps of max|x| / 32767,
+  // 258 times finer than kRowDots) and weights widened to int16, multiplied exactly in int32
+  // and scaled in float32 per 32 elements. Float formats take their float rows unrounded.
+  kInt16Dots,
 };
+
+// The row path a model's decode rows take (every layer and the LM head): kFloatDots unless
+// set_decode_dots(kInt16Dots) chose the int16 dots (the CLI's --decode-dots int16). On AVX2 those
+// are ~1.6x faster per row than converting every weight to float32, at a cost: the rounding of
+// the activations turns the last-bit differences of another summation order (TP's all-reduce, a
+// prompt prefilled in other chunks or batches) into differences of ~1e-4 of a logit that grow
+// over the layers and can flip near-tied tokens, where float dots keep them at float32 rounding.
+// Process-wide, like the level; every rank sets the same from the same command line.
+void set_decode_dots(MatmulPath path);
+MatmulPath decode_dots_path();
 
 struct MatmulOptions {
   size_t ldy = 0;           // row stride of y in floats; 0 means N

@@ -10,6 +10,8 @@
 //    8-bit activations; on random data the dot products land ~1e-3 (relative to sum |x w|) from
 //    float32 and at most ~1e-2 on single blocks.
 //  - rel: float32 rounding (sums in another order, FMA, the scales' products).
+//  - MatmulPath::kInt16Dots rounds activations to 16 bits instead (steps of amax / 32767): its
+//    activation term is act * kInt16ActFactor.
 #pragma once
 
 #include "kernels/quant.h"
@@ -31,6 +33,9 @@ inline constexpr QuantTolerance quant_tolerance(WeightFormat f) {
       return {0.5f * (1.0f + 1e-4f), 1e-5f};
   }
 }
+
+// The activation term of the 16-bit path relative to the 8-bit one: 127 / 32767.
+inline constexpr float kInt16ActFactor = 127.0f / 32767.0f;
 
 // Two dispatch levels (e.g. scalar vs AVX2) on the same input, relative to sum_k |x w|: the
 // integer dot products are exact in both; only the order of the float32 accumulation differs.

@@ -375,9 +375,10 @@ int run_bench(const BenchOptions& o) {
   std::printf("adakv bench: %s\n", path.c_str());
   std::printf(
       "  threads %s; prompts of %s tokens, then %zu decode tokens; median of %d runs\n"
-      "  weights MiB %.1f; KV %s, %.1f KiB per token\n",
+      "  weights MiB %.1f; KV %s, %.1f KiB per token; decode dots %s\n",
       join(threads).c_str(), join(o.lengths).c_str(), o.decode_tokens, o.repeats,
-      weight_bytes / 1048576.0, o.compression.kv_dtype.c_str(), kv_token / 1024.0);
+      weight_bytes / 1048576.0, o.compression.kv_dtype.c_str(), kv_token / 1024.0,
+      o.compression.decode_dots.c_str());
   std::fflush(stdout);
 
   // adakv, every thread count: each length, the batch, the bandwidth at that count.

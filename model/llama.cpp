@@ -77,10 +77,11 @@ void LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch,
 namespace {
 
 // Consecutive activation rows that take one kernel path (kernels/quant.h): a sequence's single
-// decode row takes the float32 row dots, a prompt chunk the float32 GEMM; activations are never
-// rounded to 8 bits, so the products stay those of the dequantized model (as the oracle
-// computes them) up to float32 rounding. The choice depends only on
-// the sequence's own rows, so a sequence computes the same numbers alone or in any batch.
+// decode row takes the float32 row dots (or the int16 dots when asked: decode_dots_path), a
+// prompt chunk the float32 GEMM; by default activations are never rounded, so the products stay
+// those of the dequantized model (as the oracle computes them) up to float32 rounding. The choice
+// depends only on the sequence's own rows, so a sequence computes the same numbers alone or in
+// any batch.
 struct RowRun {
   size_t begin, count;
   k::MatmulPath path;
@@ -90,7 +91,7 @@ std::vector<RowRun> row_runs(const KvBatch& batch) {
   std::vector<RowRun> runs;
   for (size_t s = 0, row = 0; s < batch.size(); ++s) {
     const size_t count = batch.tokens(s);
-    const auto path = count == 1 ? k::MatmulPath::kFloatDots : k::MatmulPath::kFloatGemm;
+    const auto path = count == 1 ? k::decode_dots_path() : k::MatmulPath::kFloatGemm;
     if (!runs.empty() && runs.back().path == path) {
       runs.back().count += count;
     } else {
@@ -196,9 +197,9 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   }
   be.rmsnorm(h, last, weights_.output_norm.data(), n_logits, D, c.rms_eps);
   // The float32 GEMM when one sequence asks for the logits of several rows (scoring a text),
-  // else row dots: a sequence's logits do not depend on its batch.
+  // else the decode row dots: a sequence's logits do not depend on its batch.
   const k::MatmulPath lm_path =
-      batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : k::MatmulPath::kFloatDots;
+      batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : k::decode_dots_path();
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
   logits.resize(n_logits * V);
   if (shard_.lm_head == LmHeadMode::kReplicated) {

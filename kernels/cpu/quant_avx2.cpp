@@ -276,40 +276,22 @@ ADAKV_AVX2_FN void tile(const Job& job, const uint8_t* const* wrows, size_t m, f
   }
 }
 
-// Weight rows [n0, n1) against activation rows [m, m + MR): NR rows at a time, then one.
-template <WeightFormat F, int NR, int MR>
-ADAKV_AVX2_FN void tile_rows(const Job& job, size_t n0, size_t n1, size_t m) {
-  float out[NR * MR];
-  size_t n = n0;
-  for (; n + NR <= n1; n += NR) {
-    const uint8_t* wrows[NR];
-    for (int i = 0; i < NR; ++i) wrows[i] = job.w + (n + static_cast<size_t>(i)) * job.row_bytes;
+// tile<F, NR, MR> for simd::grouped_rows.
+template <WeightFormat F>
+struct Tile {
+  template <int NR, int MR>
+  ADAKV_AVX2_INLINE static void run(const Job& job, const uint8_t* const* wrows, size_t m,
+                                    float* out) {
     tile<F, NR, MR>(job, wrows, m, out);
-    for (int i = 0; i < NR; ++i) {
-      for (int r = 0; r < MR; ++r) store(job, m + static_cast<size_t>(r), n + i, out[i * MR + r]);
-    }
   }
-  for (; n < n1; ++n) {
-    const uint8_t* row = job.w + n * job.row_bytes;
-    tile<F, 1, MR>(job, &row, m, out);
-    for (int r = 0; r < MR; ++r) store(job, m + static_cast<size_t>(r), n, out[r]);
-  }
-}
+};
 
 // The float-dots path on quantized weights: weights converted to float32 in registers, never
 // stored. Groups of 8 weight rows stay in L1 while the activation rows pass in tiles of 8, 4, 2
 // and 1 (at most 8 accumulators each).
 template <WeightFormat F>
 ADAKV_AVX2_FN void fused_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
-  constexpr size_t kGroup = 8;
-  for (size_t g0 = n0; g0 < n1; g0 += kGroup) {
-    const size_t g1 = std::min(n1, g0 + kGroup);
-    size_t m = m0;
-    for (; m + 8 <= m1; m += 8) tile_rows<F, 1, 8>(job, g0, g1, m);
-    for (; m + 4 <= m1; m += 4) tile_rows<F, 2, 4>(job, g0, g1, m);
-    for (; m + 2 <= m1; m += 2) tile_rows<F, 4, 2>(job, g0, g1, m);
-    for (; m < m1; ++m) tile_rows<F, 8, 1>(job, g0, g1, m);
-  }
+  simd::grouped_rows<Tile<F>>(job, n0, n1, m0, m1);
 }
 
 template <WeightFormat F>

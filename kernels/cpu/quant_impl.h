@@ -21,10 +21,13 @@ struct Job {
   const uint8_t* w;  // N rows of row_bytes
   size_t row_bytes;
   size_t K;
-  const float* x;    // float formats: [M][K]
-  const int8_t* xq;  // quantized formats: [M][K] int8 activations
-  const float* xd;   // [M][K / 32] their scales
-  const float* xs;   // [M][K / 32] scale * sum of the block's int8
+  const float* x;     // float formats: [M][K]
+  const int8_t* xq;   // quantized formats: [M][K] int8 activations
+  const float* xd;    // [M][K / 32] their scales
+  const float* xs;    // [M][K / 32] scale * sum of the block's int8
+  const int16_t* xw;  // int16 dots: [M][K] activations rounded to 16 bits per 32 elements
+  const float* xwd;   // [M][K / 32] their scales
+  const float* xws;   // [M][K / 32] the float sum of the block's x (a format's min multiplies it)
 };
 
 // Writes (or adds, when the job accumulates) one output element.
@@ -49,6 +52,17 @@ RowsFn avx512_rows(WeightFormat f);
 // float formats (their own rows already take float activations).
 RowsFn avx2_float_dots(WeightFormat f);
 RowsFn avx512_float_dots(WeightFormat f);
+// The int16-dots path (Job::xw, xwd, xws): null for the float formats.
+RowsFn scalar_int16_dots(WeightFormat f);
+RowsFn avx2_int16_dots(WeightFormat f);
+
+// Rounds rows [m0, m1) of x [M][K] to int16 per 32 elements: d = max|x| / 32767,
+// q = round(x / d) to nearest, ties to even; s = the float sum of the block's x.
+void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
+                     float* xs);
+// The same values, AVX2 (only the sums s may round in another order).
+void avx2_quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
+                          float* xs);
 
 constexpr bool is_float_format(WeightFormat f) {
   return f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16;

@@ -16,6 +16,14 @@
 //    to 4 activation rows, or 2 x 8; AVX2: 8 x 1 up to 1 x 8); each output has one accumulator
 //    whose FMA sequence does not depend on the tile, so a row's result is the same alone and in
 //    any batch. The scalar level decodes small float32 panels in L1.
+//  - Int16 dots (MatmulPath::kInt16Dots, the decode path of --decode-dots int16; on AVX2
+//    converting weights to float32 costs about twice the instructions of integer products; the
+//    AVX-512 level runs the AVX2 kernel): activations
+//    rounded to 16 bits per 32 elements (d = max|x| / 32767), each weight piece widened to
+//    int16 once per tile of activation rows and multiplied pairwise (vpmaddwd, exact in int32),
+//    then y += float(isum) * (dw * dx); a format's min adds mw times the float sum of the
+//    activation block. Tiles and order as for float dots, so a row's result does not depend on
+//    its batch (quant_int16_avx2.cpp; scalar reference here).
 //  - 1 < M < 32 (batched decode): activation rows are taken in tiles (64 quantized, 16 float);
 //    within a tile a weight row is decoded once per group of 4 activation rows and stays in L1
 //    for the other groups, so the weights stream from memory once per tile, not per row.
@@ -192,6 +200,30 @@ void scalar_rows_quant(const Job& job, size_t n0, size_t n1, size_t m0, size_t m
   }
 }
 
+// The int16-dots reference: per piece the exact integer dot of the int16 weights (Q6_K's
+// 16-element scales multiplied in) with the int16 activations, scaled by dw * dx; a format's
+// min adds mw * (the float sum of the activation block).
+template <WeightFormat F>
+void scalar_int16_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  const size_t nb = job.K / kActBlock;
+  Piece p;
+  for (size_t n = n0; n < n1; ++n) {
+    const uint8_t* row = job.w + n * job.row_bytes;
+    for (size_t m = m0; m < m1; ++m) {
+      const int16_t* xw = job.xw + m * job.K;
+      float acc = 0, macc = 0;
+      for (size_t j = 0; j < nb; ++j) {
+        piece<F>(row, j, p);
+        int64_t isum = 0;
+        for (int l = 0; l < 32; ++l) isum += int64_t{p.s16[l / 16]} * p.q[l] * xw[j * 32 + l];
+        acc += static_cast<float>(isum) * (p.dw * job.xwd[m * nb + j]);
+        macc += p.mw * job.xws[m * nb + j];
+      }
+      store(job, m, n, acc + macc);
+    }
+  }
+}
+
 template <WeightFormat F>
 float weight_at(const uint8_t* row, size_t k) {
   if constexpr (F == WeightFormat::kF32) {
@@ -270,6 +302,53 @@ void quantize_acts(const float* x, size_t m0, size_t m1, size_t K, int8_t* xq, f
 }  // namespace
 
 namespace quant_detail {
+
+void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
+                     float* xs) {
+  const size_t nb = K / kActBlock;
+  for (size_t m = m0; m < m1; ++m) {
+    for (size_t j = 0; j < nb; ++j) {
+      const float* v = x + m * K + j * kActBlock;
+      float amax = 0, sum = 0;
+      for (size_t l = 0; l < kActBlock; ++l) {
+        amax = std::max(amax, std::fabs(v[l]));
+        sum += v[l];
+      }
+      const float d = amax / 32767.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      int16_t* q = xw + m * K + j * kActBlock;
+      for (size_t l = 0; l < kActBlock; ++l) {
+        q[l] = static_cast<int16_t>(
+            std::clamp(static_cast<int>(std::nearbyint(v[l] * id)), -32767, 32767));
+      }
+      xd[m * nb + j] = d;
+      xs[m * nb + j] = sum;
+    }
+  }
+}
+
+RowsFn scalar_int16_dots(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kQ8_0:
+      return scalar_int16_rows<WeightFormat::kQ8_0>;
+    case WeightFormat::kQ4_0:
+      return scalar_int16_rows<WeightFormat::kQ4_0>;
+    case WeightFormat::kQ4_1:
+      return scalar_int16_rows<WeightFormat::kQ4_1>;
+    case WeightFormat::kQ5_0:
+      return scalar_int16_rows<WeightFormat::kQ5_0>;
+    case WeightFormat::kQ5_1:
+      return scalar_int16_rows<WeightFormat::kQ5_1>;
+    case WeightFormat::kQ4_K:
+      return scalar_int16_rows<WeightFormat::kQ4_K>;
+    case WeightFormat::kQ5_K:
+      return scalar_int16_rows<WeightFormat::kQ5_K>;
+    case WeightFormat::kQ6_K:
+      return scalar_int16_rows<WeightFormat::kQ6_K>;
+    default:
+      return nullptr;
+  }
+}
 
 RowsFn scalar_rows(WeightFormat f) {
   switch (f) {
@@ -388,6 +467,18 @@ QuantLevel quant_level() {
   return l < 0 ? best_quant_level() : static_cast<QuantLevel>(l);
 }
 
+namespace {
+std::atomic<bool> g_decode_int16{false};
+}  // namespace
+
+void set_decode_dots(MatmulPath path) {
+  g_decode_int16.store(path == MatmulPath::kInt16Dots);
+}
+
+MatmulPath decode_dots_path() {
+  return g_decode_int16.load() ? MatmulPath::kInt16Dots : MatmulPath::kFloatDots;
+}
+
 Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
                     size_t K, const MatmulOptions& options, Stream) {
   const FormatInfo* fi = find_format(static_cast<uint32_t>(f));
@@ -454,6 +545,32 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
                     static_cast<int>(K), options.accumulate ? 1.0f : 0.0f, y + p0,
                     static_cast<int>(ldy));
       }
+    }
+    return Status::kOk;
+  }
+
+  if (options.path == MatmulPath::kInt16Dots && !is_float_format(f)) {
+    // Activations rounded to 16 bits per 32 elements once per call (the caller's workspace,
+    // grown once and reused), weights widened to int16: products exact in int32.
+    const bool simd = quant_level() != QuantLevel::kScalar;
+    const RowsFn rows16 = simd ? avx2_int16_dots(f) : scalar_int16_dots(f);
+    thread_local std::vector<int16_t> xw;
+    thread_local std::vector<float> xws;
+    const size_t nb = K / kActBlock;
+    if (xw.size() < M * K) xw.resize(M * K);
+    if (xws.size() < 2 * M * nb) xws.resize(2 * M * nb);
+    (simd ? avx2_quantize_acts16 : quantize_acts16)(x, 0, M, K, xw.data(), xws.data(),
+                                                    xws.data() + M * nb);
+    job.xw = xw.data();
+    job.xwd = xws.data();
+    job.xws = xws.data() + M * nb;
+#pragma omp parallel num_threads(threads)
+    {
+      const size_t nt = static_cast<size_t>(omp_get_num_threads());
+      const size_t chunk = (N + nt - 1) / nt;
+      const size_t n0 = std::min(N, chunk * static_cast<size_t>(omp_get_thread_num()));
+      const size_t n1 = std::min(N, n0 + chunk);
+      if (n1 > n0) rows16(job, n0, n1, 0, M);
     }
     return Status::kOk;
   }

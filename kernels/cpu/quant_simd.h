@@ -227,6 +227,43 @@ ADAKV_TARGET_AVX2 __m256i dot_piece(__m256i q, __m256i x, __m256i s16) {
   return _mm256_madd_epi16(p16, s16);
 }
 
+// Weight rows [n0, n1) against activation rows [m, m + MR), NR weight rows at a time, then one:
+// Tile::run<NR, MR>(job, wrows, m, out) computes out[i * MR + r] = weight row i . activation
+// row m + r.
+template <class Tile, int NR, int MR>
+ADAKV_TARGET_AVX2 void tile_rows(const Job& job, size_t n0, size_t n1, size_t m) {
+  float out[NR * MR];
+  size_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    const uint8_t* wrows[NR];
+    for (int i = 0; i < NR; ++i) wrows[i] = job.w + (n + static_cast<size_t>(i)) * job.row_bytes;
+    Tile::template run<NR, MR>(job, wrows, m, out);
+    for (int i = 0; i < NR; ++i) {
+      for (int r = 0; r < MR; ++r) store(job, m + static_cast<size_t>(r), n + i, out[i * MR + r]);
+    }
+  }
+  for (; n < n1; ++n) {
+    const uint8_t* row = job.w + n * job.row_bytes;
+    Tile::template run<1, MR>(job, &row, m, out);
+    for (int r = 0; r < MR; ++r) store(job, m + static_cast<size_t>(r), n, out[r]);
+  }
+}
+
+// Groups of 8 weight rows stay in L1 while the activation rows [m0, m1) pass in tiles of 1 x 8,
+// 2 x 4, 4 x 2 and 8 x 1 (weight rows x activation rows: at most 8 accumulators each).
+template <class Tile>
+ADAKV_TARGET_AVX2 void grouped_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  constexpr size_t kGroup = 8;
+  for (size_t g0 = n0; g0 < n1; g0 += kGroup) {
+    const size_t g1 = g0 + kGroup < n1 ? g0 + kGroup : n1;
+    size_t m = m0;
+    for (; m + 8 <= m1; m += 8) tile_rows<Tile, 1, 8>(job, g0, g1, m);
+    for (; m + 4 <= m1; m += 4) tile_rows<Tile, 2, 4>(job, g0, g1, m);
+    for (; m + 2 <= m1; m += 2) tile_rows<Tile, 4, 2>(job, g0, g1, m);
+    for (; m < m1; ++m) tile_rows<Tile, 8, 1>(job, g0, g1, m);
+  }
+}
+
 ADAKV_TARGET_AVX2 float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/quant.h"
 #include "model/llama.h"
 #include "runtime/contiguous_kv_cache.h"
 #include "runtime/sampler.h"
@@ -101,6 +102,8 @@ class LogitsOracle : public ::testing::Test {
     delete goldens_;
     delete model_;
   }
+  // Greedy decoding from every golden prompt gives the transformers tokens.
+  static void expect_greedy_goldens();
   static Goldens* goldens_;
   static adakv::model::LlamaModel* model_;
 };
@@ -135,7 +138,19 @@ TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
   EXPECT_GE(longest, 2000u);
 }
 
+// The goldens hold on both decode paths: float dots (the default) and int16 dots
+// (--decode-dots int16).
 TEST_F(LogitsOracle, Greedy64TokensIdentical) {
+  for (const auto path :
+       {adakv::kernels::MatmulPath::kFloatDots, adakv::kernels::MatmulPath::kInt16Dots}) {
+    adakv::kernels::set_decode_dots(path);
+    SCOPED_TRACE(path == adakv::kernels::MatmulPath::kInt16Dots ? "int16 dots" : "float dots");
+    expect_greedy_goldens();
+  }
+  adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots);
+}
+
+void LogitsOracle::expect_greedy_goldens() {
   for (const auto& pr : goldens_->prompts) {
     adakv::runtime::ContiguousKvCache cache(model_->config(), pr.ids.size() + pr.greedy.size());
     std::vector<float> logits;

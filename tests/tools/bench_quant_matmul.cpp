@@ -1,7 +1,9 @@
 // Micro benchmark of matmul_quant: GEMV (M = 1) in GB/s of weights read, and batched products
 // (M = 16, 128) in GFLOP/s, per format and dispatch level, at 1 and 2 threads. M = 1 and 16 are
-// timed on two paths: the int8-activation row dots and the float32 row dots the model uses.
-//   adakv_bench_quant_matmul [N K]   (default N = 16384, K = 1536: ~15-100 MB of weights)
+// timed on three paths: the int8-activation row dots, the float32 row dots and the int16 row
+// dots (the model's decode paths; decode_dots_path picks one per level).
+//   adakv_bench_quant_matmul [N K [FORMAT...]]   (default N = 16384, K = 1536: ~15-100 MB of
+//   weights; every format unless some are named, e.g. Q4_1 Q8_0)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -62,9 +64,9 @@ int main(int argc, char** argv) {
   AlignedFloats x(128 * K);
   std::vector<float> y(128 * N);
   for (auto& v : x) v = normal(rng);
-  std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %10s %12s %12s %12s\n", N, K, "format",
-              "level", "thr", "MB", "M=1 GB/s", "f32dots", "M=16 GFLOP/s", "f32dots",
-              "M=128 GFLOP/s");
+  std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %10s %10s %12s %12s %12s %12s\n", N, K,
+              "format", "level", "thr", "MB", "M=1 GB/s", "f32dots", "int16dots", "M=16 GFLOP/s",
+              "f32dots", "int16dots", "M=128 GFLOP/s");
   {
     // The float32 reference path of the model today: kernels::matmul (OpenBLAS) on a float copy.
     std::vector<float> wf(N * K);
@@ -86,14 +88,17 @@ int main(int argc, char** argv) {
         t[i] = elapsed / reps;
       }
       const double mb = 4.0 * N * K / 1e6;
-      std::printf("%-6s %-6s %-3d %10.1f %10.2f %10s %12.1f %12s %12.1f\n", "F32", "blas", threads,
-                  mb, mb / 1e3 / t[0], "-", 2.0 * 16 * N * K / t[1] / 1e9, "-",
+      std::printf("%-6s %-6s %-3d %10.1f %10.2f %10s %10s %12.1f %12s %12s %12.1f\n", "F32", "blas",
+                  threads, mb, mb / 1e3 / t[0], "-", "-", 2.0 * 16 * N * K / t[1] / 1e9, "-", "-",
                   2.0 * 128 * N * K / t[2] / 1e9);
     }
   }
   for (k::WeightFormat f : k::kAllWeightFormats) {
     const size_t rb = k::row_bytes(f, K);
-    if (rb == 0) continue;
+    bool named = argc <= 3;
+    for (int a = 3; a < argc; ++a)
+      named = named || std::strcmp(argv[a], k::weight_format_name(f)) == 0;
+    if (rb == 0 || !named) continue;
     std::vector<uint8_t> w(N * rb);
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(rng());
     // Sane fp16 scales (0x2000 ~ 0.0078) wherever a block keeps one; floats stay finite.
@@ -121,13 +126,17 @@ int main(int argc, char** argv) {
         const auto dots = k::MatmulPath::kFloatDots;
         const double d1 = seconds_per_call(y.data(), x.data(), w.data(), f, 1, N, K, dots);
         const double d16 = seconds_per_call(y.data(), x.data(), w.data(), f, 16, N, K, dots);
+        const auto int16 = k::MatmulPath::kInt16Dots;
+        const double i1 = seconds_per_call(y.data(), x.data(), w.data(), f, 1, N, K, int16);
+        const double i16 = seconds_per_call(y.data(), x.data(), w.data(), f, 16, N, K, int16);
         const double t128 = level == k::QuantLevel::kScalar
                                 ? 0
                                 : seconds_per_call(y.data(), x.data(), w.data(), f, 128, N, K);
-        std::printf("%-6s %-6s %-3d %10.1f %10.2f %10.2f %12.1f %12.1f %12.1f\n",
+        const double flop16 = 2.0 * 16 * N * K / 1e9;
+        std::printf("%-6s %-6s %-3d %10.1f %10.2f %10.2f %10.2f %12.1f %12.1f %12.1f %12.1f\n",
                     k::weight_format_name(f), k::quant_level_name(level), threads, mb,
-                    mb / 1e3 / t1, mb / 1e3 / d1, 2.0 * 16 * N * K / t16 / 1e9,
-                    2.0 * 16 * N * K / d16 / 1e9, t128 > 0 ? 2.0 * 128 * N * K / t128 / 1e9 : 0.0);
+                    mb / 1e3 / t1, mb / 1e3 / d1, mb / 1e3 / i1, flop16 / t16, flop16 / d16,
+                    flop16 / i16, t128 > 0 ? 2.0 * 128 * N * K / t128 / 1e9 : 0.0);
       }
     }
   }

@@ -139,12 +139,15 @@ struct LevelGuard {
   ~LevelGuard() { k::set_quant_level(k::best_quant_level()); }
 };
 
-void check_level_matches_dequantized(QuantLevel level) {
+// The default path (int8 activations below 32 rows, the float GEMM from 32) and the int16 dots,
+// on every format and awkward shapes.
+void check_level_matches_dequantized(QuantLevel level, k::MatmulPath path = k::MatmulPath::kAuto) {
   LevelGuard guard;
   ASSERT_TRUE(k::set_quant_level(level));
   uint32_t seed = 100;
   for (WeightFormat f : k::kAllWeightFormats) {
-    const k::QuantTolerance tol = k::quant_tolerance(f);
+    k::QuantTolerance tol = k::quant_tolerance(f);
+    if (path == k::MatmulPath::kInt16Dots) tol.act *= k::kInt16ActFactor;
     double worst = 0;      // largest |err| / bound
     double worst_rel = 0;  // largest |err| / sum |x w|
     for (size_t K : ks_for(f)) {
@@ -154,7 +157,8 @@ void check_level_matches_dequantized(QuantLevel level) {
         for (size_t M : {1, 3, 16, 40}) {
           const auto x = adakv::test::random_vector(M * K, ++seed);
           std::vector<float> y(M * N, NAN);
-          ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K), k::Status::kOk)
+          ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K, {0, false, path}),
+                    k::Status::kOk)
               << label(f, level, M, N, K);
           std::vector<double> ref, mag, act;
           reference(x, wf, M, N, K, ref, mag, &act);
@@ -170,8 +174,9 @@ void check_level_matches_dequantized(QuantLevel level) {
         }
       }
     }
-    std::printf("  %-5s at %-6s: worst |err| / bound = %.3f, worst |err| / sum|x w| = %.3g\n",
-                k::weight_format_name(f), k::quant_level_name(level), worst, worst_rel);
+    std::printf("  %-5s at %-6s%s: worst |err| / bound = %.3f, worst |err| / sum|x w| = %.3g\n",
+                k::weight_format_name(f), k::quant_level_name(level),
+                path == k::MatmulPath::kInt16Dots ? ", int16 dots" : "", worst, worst_rel);
   }
 }
 
@@ -215,11 +220,13 @@ TEST(QuantMatmul, RejectsBadArguments) {
 
 TEST(QuantMatmul, ScalarMatchesDequantized) {
   check_level_matches_dequantized(QuantLevel::kScalar);
+  check_level_matches_dequantized(QuantLevel::kScalar, k::MatmulPath::kInt16Dots);
 }
 
 TEST(QuantMatmul, Avx2MatchesDequantized) {
   if (!k::cpu_supports(QuantLevel::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2+FMA+F16C";
   check_level_matches_dequantized(QuantLevel::kAvx2);
+  check_level_matches_dequantized(QuantLevel::kAvx2, k::MatmulPath::kInt16Dots);
 }
 
 TEST(QuantMatmul, Avx512MatchesDequantized) {
@@ -228,6 +235,45 @@ TEST(QuantMatmul, Avx512MatchesDequantized) {
     GTEST_SKIP() << "this CPU lacks AVX-512 F+BW+VL";
   }
   check_level_matches_dequantized(QuantLevel::kAvx512);
+  check_level_matches_dequantized(QuantLevel::kAvx512, k::MatmulPath::kInt16Dots);
+}
+
+// Activations that 16 bits hold exactly (integers times a power of two per block, each block
+// reaching 32767 steps) leave the int16 dots only float32 rounding: a wrong bit in any one
+// element shows, where the rounding term of the tolerance could hide it on long rows.
+TEST(QuantMatmul, Int16DotsExactWhenActivationsAreInt16) {
+  LevelGuard guard;
+  for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512}) {
+    if (!k::set_quant_level(level)) continue;
+    uint32_t seed = 800;
+    for (WeightFormat f : k::kAllWeightFormats) {
+      if (k::block_elements(f) == 1) continue;
+      for (size_t K : ks_for(f)) {
+        for (size_t M : {1, 5, 16}) {
+          const size_t N = 13;
+          std::mt19937 rng(++seed);
+          std::uniform_int_distribution<int> q(-32767, 32767);
+          std::vector<float> x(M * K);
+          for (size_t b = 0; b < M * K; b += 32) {
+            const float step = std::ldexp(1.0f, -15 - static_cast<int>(rng() % 8));
+            for (size_t i = 0; i < 32; ++i) x[b + i] = step * q(rng);
+            x[b + rng() % 32] = step * (rng() % 2 ? 32767 : -32767);
+          }
+          const auto w = random_weights(f, N, K, ++seed);
+          std::vector<float> y(M * N);
+          ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K,
+                                    {0, false, k::MatmulPath::kInt16Dots}),
+                    k::Status::kOk);
+          std::vector<double> ref, mag;
+          reference(x, dequantize(f, w, N, K), M, N, K, ref, mag);
+          for (size_t i = 0; i < M * N; ++i) {
+            ASSERT_LE(std::fabs(double(y[i]) - ref[i]), k::quant_tolerance(f).rel * mag[i] + 1e-30)
+                << label(f, level, M, N, K) << " at " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 // Activations that 8 bits hold exactly (integers times a power of two per block, each block
@@ -329,12 +375,14 @@ TEST(QuantMatmul, ExplicitPathsStridesAndAccumulation) {
       const size_t K = k::block_elements(f) == 256 ? 512 : 96, N = 37, ldy = N + 5;
       const auto w = random_weights(f, N, K, ++seed);
       const auto wf = dequantize(f, w, N, K);
-      for (k::MatmulPath path :
-           {k::MatmulPath::kRowDots, k::MatmulPath::kFloatDots, k::MatmulPath::kFloatGemm}) {
-        // The activation term: 8-bit steps on the int8 path, none on the float paths or for
-        // float weights.
-        const double act_factor =
-            k::block_elements(f) == 1 || path != k::MatmulPath::kRowDots ? 0.0 : 1.0;
+      for (k::MatmulPath path : {k::MatmulPath::kRowDots, k::MatmulPath::kFloatDots,
+                                 k::MatmulPath::kInt16Dots, k::MatmulPath::kFloatGemm}) {
+        // The activation term: 8-bit steps on the int8 path, 16-bit ones on the int16 path,
+        // none on the float paths or for float weights.
+        const double act_factor = k::block_elements(f) == 1           ? 0.0
+                                  : path == k::MatmulPath::kRowDots   ? 1.0
+                                  : path == k::MatmulPath::kInt16Dots ? k::kInt16ActFactor
+                                                                      : 0.0;
         for (size_t M : {1, 5, 33}) {
           const auto x = adakv::test::random_vector(M * K, ++seed);
           const auto y0 = adakv::test::random_vector(M * ldy, ++seed);
