@@ -564,15 +564,7 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     job.xw = xw.data();
     job.xwd = xws.data();
     job.xws = xws.data() + M * nb;
-#pragma omp parallel num_threads(threads)
-    {
-      const size_t nt = static_cast<size_t>(omp_get_num_threads());
-      const size_t chunk = (N + nt - 1) / nt;
-      const size_t n0 = std::min(N, chunk * static_cast<size_t>(omp_get_thread_num()));
-      const size_t n1 = std::min(N, n0 + chunk);
-      if (n1 > n0) rows16(job, n0, n1, 0, M);
-    }
-    return Status::kOk;
+    fn = rows16;  // the shared row loop below, on the int16 activations
   }
 
   RowsFn fused = nullptr;
@@ -614,7 +606,8 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
   // The caller's workspace for the quantized activations, grown once and reused.
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xds;
-  const bool quantized = !is_float_format(f) && options.path != MatmulPath::kFloatDots;
+  const bool quantized = !is_float_format(f) && options.path != MatmulPath::kFloatDots &&
+                         options.path != MatmulPath::kInt16Dots;
   if (quantized) {
     const size_t nb = K / kActBlock;
     if (xq.size() < M * K) xq.resize(M * K);
