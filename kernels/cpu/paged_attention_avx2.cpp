@@ -33,6 +33,9 @@ namespace {
 constexpr size_t kScoreRows = 3;    // query rows of a score tile
 constexpr size_t kScoreTokens = 4;  // tokens of a score tile: 12 accumulators
 constexpr size_t kValueRows = 4;    // query rows of a P x V tile (x 2 vectors: 8 accumulators)
+// Blocks requested ahead of the one computed on: enough loads in flight to cover the memory
+// latency of scattered blocks.
+constexpr size_t kPrefetchBlocks = 4;
 // An E4M3 code read as a half is the code's value / 256 (see the top of the file).
 constexpr float kE4M3HalfFactor = 256.0f;
 
@@ -307,7 +310,7 @@ ADAKV_AVX2_FN void attend_block(const ChunkContext& cx, const BlockView& b, size
 }
 
 // Blocks are scattered over the pool, where the hardware prefetcher (which follows sequential
-// addresses) cannot help: the next block is requested while this one is computed on.
+// addresses) cannot help: later blocks are requested while this one is computed on.
 ADAKV_AVX2_INLINE void prefetch_block(const uint8_t* block, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64)
     _mm_prefetch(reinterpret_cast<const char*>(block + i), _MM_HINT_T0);
@@ -358,12 +361,14 @@ ADAKV_AVX2_FN void run_chunk_t(const Chunk& c, const PagedSequence& seq, const u
 
   const size_t row_bytes = dim * layout.elem_bytes();
   const int32_t* ids = seq.block_ids[c.head];
+  for (size_t b = c.block_begin; b < std::min(c.block_begin + kPrefetchBlocks, c.block_end); ++b)
+    prefetch_block(pool + static_cast<size_t>(ids[b]) * layout.block_bytes(), layout.block_bytes());
   for (size_t b = c.block_begin; b < c.block_end; ++b) {
     const size_t first = b * bt;
     const size_t n_rows = std::min(bt, cx.length - first);
     const uint8_t* block = pool + static_cast<size_t>(ids[b]) * layout.block_bytes();
-    if (b + 1 < c.block_end) {
-      prefetch_block(pool + static_cast<size_t>(ids[b + 1]) * layout.block_bytes(),
+    if (b + kPrefetchBlocks < c.block_end) {
+      prefetch_block(pool + static_cast<size_t>(ids[b + kPrefetchBlocks]) * layout.block_bytes(),
                      layout.block_bytes());
     }
     const BlockView view{block + layout.k_offset(), block + layout.v_offset(), row_bytes};

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/quant_impl.h"
 #include "kernels/cpu/quant_simd.h"
@@ -17,6 +18,12 @@ using simd::Fmt;
 using simd::Piece;
 
 #define ADAKV_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+// The float-panel tiles are tuned for a generic x86-64: with -march=native on Zen 3, GCC folds
+// every activation load into its FMAs (each activation vector loaded once per weight row of the
+// tile instead of once), which makes the tiles load-bound.
+#define ADAKV_AVX2_PANEL_FN __attribute__((target("avx2,fma,f16c,tune=generic")))
+#define ADAKV_AVX2_PANEL_INLINE \
+  __attribute__((target("avx2,fma,f16c,tune=generic"), always_inline)) inline
 
 // Rows m..m+R-1 of the quantized activations and two sets of accumulators (even and odd pieces,
 // two independent FMA / add chains).
@@ -286,14 +293,6 @@ struct Tile {
   }
 };
 
-// The float-dots path on quantized weights: weights converted to float32 in registers, never
-// stored. Groups of 8 weight rows stay in L1 while the activation rows pass in tiles of 8, 4, 2
-// and 1 (at most 8 accumulators each).
-template <WeightFormat F>
-ADAKV_AVX2_FN void fused_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
-  simd::grouped_rows<Tile<F>>(job, n0, n1, m0, m1);
-}
-
 template <WeightFormat F>
 ADAKV_AVX2_FN void dequant(const Job& job, size_t n0, size_t n1, float* out) {
   for (size_t n = n0; n < n1; ++n, out += job.K) {
@@ -318,6 +317,84 @@ ADAKV_AVX2_FN void dequant(const Job& job, size_t n0, size_t n1, float* out) {
       }
     }
   }
+}
+
+// out[i * MR + r] = float row i of the panel (row stride K) . activation row r, the FMA sequence
+// of tile<F, NR, MR> on the rows the panel was decoded from: the same bits.
+template <int NR, int MR>
+ADAKV_AVX2_PANEL_INLINE void panel_tile(const float* panel, size_t K, const float* const* x,
+                                        float* out) {
+  __m256 acc[NR][MR];
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < MR; ++r) acc[i][r] = _mm256_setzero_ps();
+  }
+  for (size_t k = 0; k < K; k += 8) {
+    __m256 w[NR];
+    for (int i = 0; i < NR; ++i) w[i] = _mm256_loadu_ps(panel + static_cast<size_t>(i) * K + k);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x[r] + k);
+      for (int i = 0; i < NR; ++i) acc[i][r] = _mm256_fmadd_ps(w[i], xv, acc[i][r]);
+    }
+  }
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < MR; ++r) out[i * MR + r] = simd::hsum(acc[i][r]);
+  }
+}
+
+// Weight rows [0, rows) of a float panel (weight row n0 + i at panel + i * K) against
+// activation rows [m, m + MR), NR panel rows at a time.
+template <int NR, int MR>
+ADAKV_AVX2_PANEL_INLINE void panel_tiles(const Job& job, const float* panel, size_t n0, size_t rows,
+                                         size_t m) {
+  const float* x[MR];
+  for (int r = 0; r < MR; ++r) x[r] = job.x + (m + static_cast<size_t>(r)) * job.K;
+  float out[NR * MR];
+  size_t i = 0;
+  for (; i + NR <= rows; i += NR) {
+    panel_tile<NR, MR>(panel + i * job.K, job.K, x, out);
+    for (int a = 0; a < NR; ++a) {
+      for (int r = 0; r < MR; ++r) store(job, m + r, n0 + i + a, out[a * MR + r]);
+    }
+  }
+  for (; i < rows; ++i) {
+    panel_tile<1, MR>(panel + i * job.K, job.K, x, out);
+    for (int r = 0; r < MR; ++r) store(job, m + r, n0 + i, out[r]);
+  }
+}
+
+// Batches of kPanelMinRows activation rows or more: each group of weight rows is decoded once to
+// a float32 panel (the values piece_float_at gives in registers) that every activation row then
+// reads, in tiles of 12 accumulators. The conversion is paid once per group instead of once per
+// tile of rows, and the tiles have more independent FMA chains than tile<F, 1, 8> can hold in
+// registers; each output keeps the FMA sequence of tile<F, NR, MR>, so a row's bits do not
+// depend on its batch.
+constexpr size_t kPanelMinRows = 8;
+
+template <WeightFormat F>
+ADAKV_AVX2_PANEL_FN void panel_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  constexpr size_t kGroup = 6;
+  thread_local std::vector<float> panel;
+  if (panel.size() < kGroup * job.K) panel.resize(kGroup * job.K);
+  for (size_t g0 = n0; g0 < n1; g0 += kGroup) {
+    const size_t rows = std::min(n1, g0 + kGroup) - g0;
+    dequant<F>(job, g0, g0 + rows, panel.data());
+    size_t m = m0;
+    for (; m + 4 <= m1; m += 4) panel_tiles<3, 4>(job, panel.data(), g0, rows, m);
+    for (; m + 2 <= m1; m += 2) panel_tiles<4, 2>(job, panel.data(), g0, rows, m);
+    for (; m < m1; ++m) panel_tiles<6, 1>(job, panel.data(), g0, rows, m);
+  }
+}
+
+// The float-dots path on quantized weights: weights converted to float32 in registers, never
+// stored. Groups of 8 weight rows stay in L1 while the activation rows pass in tiles of 8, 4, 2
+// and 1 (at most 8 accumulators each). Larger batches take float32 panels (panel_rows).
+template <WeightFormat F>
+ADAKV_AVX2_FN void fused_rows(const Job& job, size_t n0, size_t n1, size_t m0, size_t m1) {
+  if (m1 - m0 >= kPanelMinRows) {
+    panel_rows<F>(job, n0, n1, m0, m1);
+    return;
+  }
+  simd::grouped_rows<Tile<F>>(job, n0, n1, m0, m1);
 }
 
 }  // namespace

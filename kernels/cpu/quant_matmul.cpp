@@ -13,9 +13,11 @@
 //  - Float dots (MatmulPath::kFloatDots, the model's decode path): activations stay float32.
 //    AVX-512 and AVX2 convert each weight piece to float32 in registers (AVX-512: Q4_0/Q4_1 by a
 //    16-entry table) and multiply it with a tile of activation rows (AVX-512: 4 weight rows x up
-//    to 4 activation rows, or 2 x 8; AVX2: 8 x 1 up to 1 x 8); each output has one accumulator
-//    whose FMA sequence does not depend on the tile, so a row's result is the same alone and in
-//    any batch. The scalar level decodes small float32 panels in L1.
+//    to 4 activation rows, or 2 x 8; AVX2: 8 x 1 up to 1 x 8; AVX2 batches of 8 rows or more
+//    decode each group of 6 weight rows to a float32 panel once and run tiles of 3 x 4 on it);
+//    each output has one accumulator whose FMA sequence does not depend on the tile, so a row's
+//    result is the same alone and in any batch. The scalar level decodes small float32 panels
+//    in L1.
 //  - Int16 dots (MatmulPath::kInt16Dots, the decode path of --decode-dots int16; on AVX2
 //    converting weights to float32 costs about twice the instructions of integer products; the
 //    AVX-512 level runs the AVX2 kernel): activations
