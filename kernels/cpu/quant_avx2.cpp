@@ -341,26 +341,16 @@ ADAKV_AVX2_PANEL_INLINE void panel_tile(const float* panel, size_t K, const floa
   }
 }
 
-// Weight rows [0, rows) of a float panel (weight row n0 + i at panel + i * K) against
-// activation rows [m, m + MR), NR panel rows at a time.
-template <int NR, int MR>
-ADAKV_AVX2_PANEL_INLINE void panel_tiles(const Job& job, const float* panel, size_t n0, size_t rows,
-                                         size_t m) {
-  const float* x[MR];
-  for (int r = 0; r < MR; ++r) x[r] = job.x + (m + static_cast<size_t>(r)) * job.K;
-  float out[NR * MR];
-  size_t i = 0;
-  for (; i + NR <= rows; i += NR) {
-    panel_tile<NR, MR>(panel + i * job.K, job.K, x, out);
-    for (int a = 0; a < NR; ++a) {
-      for (int r = 0; r < MR; ++r) store(job, m + r, n0 + i + a, out[a * MR + r]);
-    }
+// panel_tile<NR, MR> for simd::tile_rows, on a job whose weight rows are the panel's float rows.
+struct PanelTile {
+  template <int NR, int MR>
+  ADAKV_AVX2_PANEL_INLINE static void run(const Job& job, const uint8_t* const* wrows, size_t m,
+                                          float* out) {
+    const float* x[MR];
+    for (int r = 0; r < MR; ++r) x[r] = job.x + (m + static_cast<size_t>(r)) * job.K;
+    panel_tile<NR, MR>(reinterpret_cast<const float*>(wrows[0]), job.K, x, out);
   }
-  for (; i < rows; ++i) {
-    panel_tile<1, MR>(panel + i * job.K, job.K, x, out);
-    for (int r = 0; r < MR; ++r) store(job, m + r, n0 + i, out[r]);
-  }
-}
+};
 
 // Batches of kPanelMinRows activation rows or more: each group of weight rows is decoded once to
 // a float32 panel (the values piece_float_at gives in registers) that every activation row then
@@ -375,13 +365,18 @@ ADAKV_AVX2_PANEL_FN void panel_rows(const Job& job, size_t n0, size_t n1, size_t
   constexpr size_t kGroup = 6;
   thread_local std::vector<float> panel;
   if (panel.size() < kGroup * job.K) panel.resize(kGroup * job.K);
+  // The panel as the weights of a job: output columns counted from the group's first row.
+  Job pj = job;
+  pj.w = reinterpret_cast<const uint8_t*>(panel.data());
+  pj.row_bytes = job.K * sizeof(float);
   for (size_t g0 = n0; g0 < n1; g0 += kGroup) {
     const size_t rows = std::min(n1, g0 + kGroup) - g0;
     dequant<F>(job, g0, g0 + rows, panel.data());
+    pj.y = job.y + g0;
     size_t m = m0;
-    for (; m + 4 <= m1; m += 4) panel_tiles<3, 4>(job, panel.data(), g0, rows, m);
-    for (; m + 2 <= m1; m += 2) panel_tiles<4, 2>(job, panel.data(), g0, rows, m);
-    for (; m < m1; ++m) panel_tiles<6, 1>(job, panel.data(), g0, rows, m);
+    for (; m + 4 <= m1; m += 4) simd::tile_rows<PanelTile, 3, 4>(pj, 0, rows, m);
+    for (; m + 2 <= m1; m += 2) simd::tile_rows<PanelTile, 4, 2>(pj, 0, rows, m);
+    for (; m < m1; ++m) simd::tile_rows<PanelTile, 6, 1>(pj, 0, rows, m);
   }
 }
 
