@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/vec_exp.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {
@@ -29,7 +30,10 @@ Status swiglu(float* out, const float* gate_up, size_t T, size_t F, Stream) {
     const float* g = gate_up + t * 2 * F;
     const float* u = g + F;
     float* o = out + t * F;
-    for (size_t i = 0; i < F; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    // silu(g) = g / (1 + e^-g), with the vectorised exp (libm's expf is one call per element).
+    for (size_t i = 0; i < F; ++i) o[i] = -g[i];
+    exp_inplace(o, F);
+    for (size_t i = 0; i < F; ++i) o[i] = g[i] / (1.0f + o[i]) * u[i];
   }
   return Status::kOk;
 }
