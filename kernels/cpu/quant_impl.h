@@ -31,7 +31,7 @@ struct Job {
 };
 
 // Writes (or adds, when the job accumulates) one output element.
-inline void store(const Job& job, size_t m, size_t n, float v) {
+__attribute__((always_inline)) inline void store(const Job& job, size_t m, size_t n, float v) {
   float& out = job.y[m * job.ldy + n];
   out = job.accumulate ? out + v : v;
 }
