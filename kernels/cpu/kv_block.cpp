@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/bf16_round.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {
@@ -40,7 +41,7 @@ void write_row(uint8_t* block, const KvBlockLayout& layout, int which, size_t ro
       break;
     case KvDtype::kBF16:
       for (size_t d = 0; d < dim; ++d) {
-        const uint16_t h = fp32_to_bf16(src[d]);
+        const uint16_t h = bf16_bits_rounded(std::bit_cast<uint32_t>(src[d]));
         std::memcpy(dst + 2 * d, &h, sizeof(h));
       }
       break;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/bf16_round.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {
@@ -19,15 +20,7 @@ constexpr float kE4M3MinNormal = 0x1p-6f;
 }  // namespace
 
 uint16_t fp32_to_bf16(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  // Rounding a NaN by adding could carry it into an infinity: keep the payload's top bits and
-  // force the quiet bit so that the result stays a NaN.
-  if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x0040);
-  // Round to nearest even on the 16 dropped bits: add half an ulp minus one, plus the lsb that
-  // stays, so that an exact tie rounds up only when the kept part is odd. Overflow correctly
-  // carries into the exponent (and from the largest finite values into infinity).
-  const uint32_t lsb = (bits >> 16) & 1u;
-  return static_cast<uint16_t>((bits + 0x7FFFu + lsb) >> 16);
+  return bf16_bits_rounded(std::bit_cast<uint32_t>(x));
 }
 
 float bf16_to_fp32(uint16_t x) {
