@@ -106,10 +106,9 @@ struct BlockView {
   size_t row_bytes;
 };
 
-// Blocks are scattered over the pool, where the hardware prefetcher (which follows sequential
-// addresses) cannot help: later blocks are requested while this one is computed on, a few cache
-// lines between its tiles (some()), as a whole block's requests at once fill the core's miss
-// buffers and stall the tiles behind them.
+// A later block requested a few cache lines at a time between the tiles of the current one: a
+// whole block's prefetches at once fill the core's miss buffers and stall the tiles behind
+// them.
 struct Prefetch {
   const uint8_t* next = nullptr;  // next line to request
   const uint8_t* end = nullptr;
@@ -333,6 +332,13 @@ ADAKV_AVX2_FN void attend_block(const ChunkContext& cx, const BlockView& b, size
   pf.rest();
 }
 
+// Blocks are scattered over the pool, where the hardware prefetcher (which follows sequential
+// addresses) cannot help: later blocks are requested while this one is computed on.
+ADAKV_AVX2_INLINE void prefetch_block(const uint8_t* block, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block + i), _MM_HINT_T0);
+}
+
 template <KvDtype D>
 ADAKV_AVX2_FN void run_chunk_t(const Chunk& c, const PagedSequence& seq, const uint8_t* pool,
                                const KvBlockLayout& layout, size_t group, float scale,
@@ -378,10 +384,8 @@ ADAKV_AVX2_FN void run_chunk_t(const Chunk& c, const PagedSequence& seq, const u
 
   const size_t row_bytes = dim * layout.elem_bytes();
   const int32_t* ids = seq.block_ids[c.head];
-  for (size_t b = c.block_begin; b < std::min(c.block_begin + kPrefetchBlocks, c.block_end); ++b) {
-    const uint8_t* block = pool + static_cast<size_t>(ids[b]) * layout.block_bytes();
-    Prefetch{block, block + layout.block_bytes(), 0}.rest();
-  }
+  for (size_t b = c.block_begin; b < std::min(c.block_begin + kPrefetchBlocks, c.block_end); ++b)
+    prefetch_block(pool + static_cast<size_t>(ids[b]) * layout.block_bytes(), layout.block_bytes());
   // Request points of a full block: its score tiles and its P x V passes, per tile of rows.
   const size_t points = (bt / kScoreTokens) * ((cx.rows + kScoreRows - 1) / kScoreRows) +
                         (dim / 16) * ((cx.rows + kValueRows - 1) / kValueRows);
