@@ -99,13 +99,19 @@ struct MatmulOptions {
   size_t ldy = 0;           // row stride of y in floats; 0 means N
   bool accumulate = false;  // y += x W^T instead of y = x W^T
   MatmulPath path = MatmulPath::kAuto;
+  // The float GEMM path only: the M rows as consecutive groups of these sizes (summing to M),
+  // one GEMM per group against each decoded weight panel. OpenBLAS's result for a row depends
+  // on the call's M, so a row's numbers depend only on its group (a prompt chunk computes the
+  // same alone as beside other chunks). Null: one group of M rows.
+  const uint32_t* row_groups = nullptr;
+  size_t n_row_groups = 0;
 };
 
 // y[m][n] = sum_k x[m][k] * W[n][k]; see the top of this file. kInvalidArgument when K is not a
 // multiple of block_elements(f) or is 0, when f is not a WeightFormat, when ldy is below N, or a
-// pointer is null while M and N are not 0. Multithreaded over N with OpenMP
-// (kernels::set_num_threads). On the kRowDots path a row's result never depends on M, the other
-// rows or the thread count (the float GEMM's may, by float rounding, with M).
+// pointer is null while M and N are not 0, or when row_groups do not sum to M. Multithreaded over N
+// with OpenMP (kernels::set_num_threads). On the kRowDots path a row's result never depends on M,
+// the other rows or the thread count (the float GEMM's may, by float rounding, with M).
 Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
                     size_t K, const MatmulOptions& options, Stream stream = {});
 // out[t][:] = row ids[t] of the [n_rows][dim] table w in format f, decoded to float32 (the

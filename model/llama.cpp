@@ -78,13 +78,14 @@ namespace {
 
 // Consecutive activation rows that take one kernel path (kernels/quant.h): a sequence's single
 // decode row takes the float32 row dots (or the int16 dots when asked: decode_dots_path), a
-// prompt chunk the float32 GEMM; by default activations are never rounded, so the products stay
-// those of the dequantized model (as the oracle computes them) up to float32 rounding. The choice
-// depends only on the sequence's own rows, so a sequence computes the same numbers alone or in
-// any batch.
+// prompt chunk the float32 GEMM, one GEMM per chunk (`groups`); by default activations are never
+// rounded, so the products stay those of the dequantized model (as the oracle computes them) up
+// to float32 rounding. The choice depends only on the sequence's own rows, so a sequence
+// computes the same numbers alone or in any batch.
 struct RowRun {
   size_t begin, count;
   k::MatmulPath path;
+  std::vector<uint32_t> groups;  // the GEMM's row groups: one per prompt chunk
 };
 
 std::vector<RowRun> row_runs(const KvBatch& batch) {
@@ -92,10 +93,10 @@ std::vector<RowRun> row_runs(const KvBatch& batch) {
   for (size_t s = 0, row = 0; s < batch.size(); ++s) {
     const size_t count = batch.tokens(s);
     const auto path = count == 1 ? k::decode_dots_path() : k::MatmulPath::kFloatGemm;
-    if (!runs.empty() && runs.back().path == path) {
-      runs.back().count += count;
-    } else {
-      runs.push_back({row, count, path});
+    if (runs.empty() || runs.back().path != path) runs.push_back({row, 0, path, {}});
+    runs.back().count += count;
+    if (path == k::MatmulPath::kFloatGemm) {
+      runs.back().groups.push_back(static_cast<uint32_t>(count));
     }
     row += count;
   }
@@ -106,8 +107,12 @@ std::vector<RowRun> row_runs(const KvBatch& batch) {
 void apply(k::Backend& backend, const Linear& w, const std::vector<RowRun>& runs, const float* x,
            float* y, size_t ldy, bool accumulate = false) {
   for (const RowRun& r : runs) {
-    w.forward(backend, y + r.begin * ldy, x + r.begin * w.in_features(), r.count,
-              {ldy, accumulate, r.path});
+    k::MatmulOptions options{ldy, accumulate, r.path};
+    if (r.groups.size() > 1) {
+      options.row_groups = r.groups.data();
+      options.n_row_groups = r.groups.size();
+    }
+    w.forward(backend, y + r.begin * ldy, x + r.begin * w.in_features(), r.count, options);
   }
 }
 

@@ -489,6 +489,14 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
   if (ldy < N) return Status::kInvalidArgument;
   if (M == 0 || N == 0) return Status::kOk;
   if (!y || !x || !w) return Status::kInvalidArgument;
+  const uint32_t one_group = static_cast<uint32_t>(M);
+  const uint32_t* groups = options.row_groups ? options.row_groups : &one_group;
+  const size_t n_groups = options.row_groups ? options.n_row_groups : 1;
+  if (options.row_groups) {
+    size_t rows = 0;
+    for (size_t i = 0; i < n_groups; ++i) rows += groups[i];
+    if (rows != M) return Status::kInvalidArgument;
+  }
 
   RowsFn fn = nullptr;
   switch (quant_level()) {
@@ -521,8 +529,8 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
                     (options.path == MatmulPath::kAuto && M >= kGemmMinRows);
   if (gemm) {
     // Prefill: panels of kPanel weight rows decoded to float32 once, then one float32 GEMM of
-    // all M rows against each (OpenBLAS, single-threaded inside each OpenMP thread). Panels sit
-    // at multiples of kPanel whatever the thread count, so results do not depend on it.
+    // each row group against each (OpenBLAS, single-threaded inside each OpenMP thread). Panels
+    // sit at multiples of kPanel whatever the thread count, so results do not depend on it.
     const DequantFn dq = quant_level() == QuantLevel::kScalar ? scalar_dequant(f) : avx2_dequant(f);
     blas_single_threaded();
 #pragma omp parallel num_threads(threads)
@@ -542,10 +550,13 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
           dq(job, p0, p0 + np, panel.data());
           wp = panel.data();
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
-                    static_cast<int>(np), static_cast<int>(K), 1.0f, x, static_cast<int>(K), wp,
-                    static_cast<int>(K), options.accumulate ? 1.0f : 0.0f, y + p0,
-                    static_cast<int>(ldy));
+        for (size_t g = 0, m0 = 0; g < n_groups; m0 += groups[g], ++g) {
+          if (groups[g] == 0) continue;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(groups[g]),
+                      static_cast<int>(np), static_cast<int>(K), 1.0f, x + m0 * K,
+                      static_cast<int>(K), wp, static_cast<int>(K),
+                      options.accumulate ? 1.0f : 0.0f, y + m0 * ldy + p0, static_cast<int>(ldy));
+        }
       }
     }
     return Status::kOk;

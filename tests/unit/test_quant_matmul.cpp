@@ -429,3 +429,40 @@ TEST(QuantMatmul, ExplicitPathsStridesAndAccumulation) {
   EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), WeightFormat::kF32, 1, 4, 96, {3}),
             k::Status::kInvalidArgument);  // ldy below N
 }
+
+// The float GEMM in row groups: each group's rows are bit for bit those of a GEMM of that group
+// alone, with an output stride and accumulation (OpenBLAS's results depend on the call's M, so
+// a prompt chunk beside other chunks computes what it computes alone).
+TEST(QuantMatmul, GemmRowGroupsEqualEachGroupAlone) {
+  LevelGuard guard;
+  uint32_t seed = 1200;
+  for (QuantLevel level : {QuantLevel::kScalar, QuantLevel::kAvx2}) {
+    if (!k::set_quant_level(level)) continue;
+    for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kQ4_1, WeightFormat::kQ6_K}) {
+      const size_t K = 512, N = 70, ldy = N + 3;
+      const std::vector<uint32_t> groups = {40, 1, 0, 513, 7};
+      const size_t M = 561;
+      const auto w = random_weights(f, N, K, ++seed);
+      const auto x = adakv::test::random_vector(M * K, ++seed);
+      const auto y0 = adakv::test::random_vector(M * ldy, ++seed);
+      std::vector<float> y = y0;
+      k::MatmulOptions grouped{ldy, true, k::MatmulPath::kFloatGemm};
+      grouped.row_groups = groups.data();
+      grouped.n_row_groups = groups.size();
+      ASSERT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K, grouped), k::Status::kOk);
+      size_t m0 = 0;
+      for (uint32_t rows : groups) {
+        std::vector<float> alone(y0.begin() + m0 * ldy, y0.begin() + (m0 + rows) * ldy);
+        ASSERT_EQ(k::matmul_quant(alone.data(), x.data() + m0 * K, w.data(), f, rows, N, K,
+                                  {ldy, true, k::MatmulPath::kFloatGemm}),
+                  k::Status::kOk);
+        EXPECT_EQ(std::memcmp(alone.data(), y.data() + m0 * ldy, alone.size() * sizeof(float)), 0)
+            << label(f, level, rows, N, K) << " group at row " << m0;
+        m0 += rows;
+      }
+      grouped.n_row_groups = groups.size() - 1;  // 554 rows of 561
+      EXPECT_EQ(k::matmul_quant(y.data(), x.data(), w.data(), f, M, N, K, grouped),
+                k::Status::kInvalidArgument);
+    }
+  }
+}
