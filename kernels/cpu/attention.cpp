@@ -107,8 +107,9 @@ void score_tile(float* scores, const float* q, const float* kt, size_t Dh) {
   gemm_blocks<kQueryBlock, kKeyVecs>(scores, kKeyBlock, nullptr, q, Dh, kt, kKeyBlock, Dh);
 }
 
-// e^x on a whole vector: the polynomial of vec_exp.h (relative error below 3e-7, inputs clamped
-// to [-87, 88]) kept in registers, so that a score row never goes through memory for it.
+// e^x on a whole vector: exp_inplace's polynomial (vec_exp.cpp; relative error below 3e-7,
+// inputs clamped to [-87, 88]) kept in registers, so that a score row never goes through
+// memory for it.
 inline Vec exp_vec(Vec x) {
   x = x < splat(-87.0f) ? splat(-87.0f) : x;
   x = x > splat(88.0f) ? splat(88.0f) : x;
