@@ -36,13 +36,22 @@ class KvBatch {
   virtual size_t next_position(size_t s) const = 0;  // position of sequence s's first new row
   // Whether the forward writes logits for sequence s's last row.
   virtual bool wants_logits(size_t s) const = 0;
+  // Layers [layer_begin(s), layer_end(s)) of sequence s run in this forward (default: all; an
+  // end past the last layer means the last). A prompt prefilled layer by layer over several
+  // forwards runs one range per forward: its rows enter from residual(s) when layer_begin(s) > 0
+  // and the residual stream [tokens(s)][d_model] is written back there when the range ends
+  // before the last layer. Only the batch's last sequence may run a range short of all layers.
+  virtual size_t layer_begin(size_t) const { return 0; }
+  virtual size_t layer_end(size_t) const { return static_cast<size_t>(-1); }
+  virtual float* residual(size_t) { return nullptr; }
   // Stores every sequence's new K/V rows of `layer` and writes their attention outputs; the
   // arguments are KvCache::append_and_attend's over the packed rows of the whole batch, with
-  // out's row stride out_stride floats.
+  // out's row stride out_stride floats. A sequence whose layer range leaves out `layer` is
+  // skipped (its rows are not read).
   virtual void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                                  const float* v, size_t kv_stride, float* out,
                                  size_t out_stride) = 0;
-  // Called once every layer took the rows.
+  // Called after the forward: every sequence whose range reached the last layer took its rows.
   virtual void commit() = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/ops.h"
 #include "model/gguf/dequant.h"
@@ -88,9 +89,10 @@ struct RowRun {
   std::vector<uint32_t> groups;  // the GEMM's row groups: one per prompt chunk
 };
 
-std::vector<RowRun> row_runs(const KvBatch& batch) {
+// The runs of the first n_seqs sequences of `batch`.
+std::vector<RowRun> row_runs(const KvBatch& batch, size_t n_seqs) {
   std::vector<RowRun> runs;
-  for (size_t s = 0, row = 0; s < batch.size(); ++s) {
+  for (size_t s = 0, row = 0; s < n_seqs; ++s) {
     const size_t count = batch.tokens(s);
     const auto path = count == 1 ? k::decode_dots_path() : k::MatmulPath::kFloatGemm;
     if (runs.empty() || runs.back().path != path) runs.push_back({row, 0, path, {}});
@@ -141,47 +143,79 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   // One rank: the RowParallel matmuls accumulate straight into x.
   float* row_out = tp_ ? partial : x;
   const bool accumulate = tp_ == nullptr;
-  const std::vector<RowRun> runs = row_runs(batch);
-  // Positions of the packed rows, and the rows whose logits are wanted.
+  // A sequence that runs only layers [tail_begin, tail_end) is the batch's last: its `tail`
+  // rows end the packing, so every layer runs on a prefix of the rows (all, or all but those).
+  const size_t S = batch.size(), L = c.n_layers;
+  size_t tail = 0, tail_begin = 0, tail_end = L;
+  for (size_t s = 0; s < S; ++s) {
+    const size_t b = batch.layer_begin(s), e = std::min(batch.layer_end(s), L);
+    if (b == 0 && e == L) continue;
+    if (s + 1 != S || b >= e) {
+      throw std::invalid_argument("forward: sequence " + std::to_string(s) + " of " +
+                                  std::to_string(S) + " runs layers [" + std::to_string(b) + ", " +
+                                  std::to_string(e) +
+                                  "); only the last may run a part of the layers");
+    }
+    tail = batch.tokens(s);
+    tail_begin = b;
+    tail_end = e;
+  }
+  float* tail_residual = tail > 0 ? batch.residual(S - 1) : nullptr;
+  if (tail > 0 && tail_residual == nullptr) {
+    throw std::invalid_argument("forward: a sequence runs a part of the layers without a residual");
+  }
+  const size_t head_rows = n - tail;
+  const std::vector<RowRun> runs = row_runs(batch, S);
+  const std::vector<RowRun> head_runs = tail > 0 ? row_runs(batch, S - 1) : runs;
+  // Positions of the packed rows, and the rows whose logits are wanted (none for a sequence
+  // whose range stops before the last layer).
   std::vector<int32_t> positions(n);
   std::vector<size_t> logit_rows;
-  for (size_t s = 0, t = 0; s < batch.size(); ++s) {
+  for (size_t s = 0, t = 0; s < S; ++s) {
     const size_t count = batch.tokens(s), p0 = batch.next_position(s);
     for (size_t i = 0; i < count; ++i) positions[t + i] = static_cast<int32_t>(p0 + i);
     t += count;
-    if (batch.size() > 1 && batch.wants_logits(s)) logit_rows.push_back(t - 1);
+    if (S > 1 && batch.wants_logits(s) && (s + 1 < S || tail_end == L)) {
+      logit_rows.push_back(t - 1);
+    }
   }
-  if (batch.size() == 1) {
+  if (S == 1 && tail_end == L) {
     for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
 
-  be.embed_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens, n,
-                config_.vocab_size, D);
+  be.embed_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens,
+                tail_begin > 0 ? head_rows : n, config_.vocab_size, D);
+  if (tail_residual && tail_begin > 0) std::copy_n(tail_residual, tail * D, x + head_rows * D);
 
-  for (size_t l = 0; l < c.n_layers; ++l) {
+  for (size_t l = 0; l < L; ++l) {
     const auto& w = weights_.layers[l];
-    be.rmsnorm(h, x, w.attn_norm.data(), n, D, c.rms_eps);
+    const bool all = tail == 0 || (l >= tail_begin && l < tail_end);
+    const size_t m = all ? n : head_rows;  // the rows this layer runs
+    if (m == 0) continue;
+    const std::vector<RowRun>& r = all ? runs : head_runs;
+    be.rmsnorm(h, x, w.attn_norm.data(), m, D, c.rms_eps);
     float* q = qkv;
     float* kk = q + QW;
     float* v = kk + KW;
-    apply(*backend_, w.wq, runs, h, q, qkv_width);
-    apply(*backend_, w.wk, runs, h, kk, qkv_width);
-    apply(*backend_, w.wv, runs, h, v, qkv_width);
-    be.rope_adjacent(q, positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
+    apply(*backend_, w.wq, r, h, q, qkv_width);
+    apply(*backend_, w.wk, r, h, kk, qkv_width);
+    apply(*backend_, w.wv, r, h, v, qkv_width);
+    be.rope_adjacent(q, positions.data(), m, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
                      c.rope_theta);
-    be.rope_adjacent(kk, positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
+    be.rope_adjacent(kk, positions.data(), m, c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
                      c.rope_theta);
     batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn, QW);
-    apply(*backend_, w.wo, runs, attn, row_out, D, accumulate);
-    if (tp_) add_row_parallel(x, partial, n * D);
+    apply(*backend_, w.wo, r, attn, row_out, D, accumulate);
+    if (tp_) add_row_parallel(x, partial, m * D);
 
-    be.rmsnorm(h, x, w.ffn_norm.data(), n, D, c.rms_eps);
-    apply(*backend_, w.w_gate, runs, h, gate_up, 2 * F);
-    apply(*backend_, w.w_up, runs, h, gate_up + F, 2 * F);
-    be.swiglu(act, gate_up, n, F);
-    apply(*backend_, w.w_down, runs, act, row_out, D, accumulate);
-    if (tp_) add_row_parallel(x, partial, n * D);
+    be.rmsnorm(h, x, w.ffn_norm.data(), m, D, c.rms_eps);
+    apply(*backend_, w.w_gate, r, h, gate_up, 2 * F);
+    apply(*backend_, w.w_up, r, h, gate_up + F, 2 * F);
+    be.swiglu(act, gate_up, m, F);
+    apply(*backend_, w.w_down, r, act, row_out, D, accumulate);
+    if (tp_) add_row_parallel(x, partial, m * D);
   }
+  if (tail_residual && tail_end < L) std::copy_n(x + head_rows * D, tail * D, tail_residual);
   batch.commit();
   if (!computes_logits()) {
     logits.clear();

@@ -216,13 +216,26 @@ void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
   if (plan.entries.empty()) return;
   std::vector<PagedBatch::Entry> entries;
   std::vector<int32_t> tokens;
+  const size_t L = model_.config().n_layers, D = model_.config().d_model;
   for (const auto& e : plan.entries) {
-    entries.push_back({seq(e.id).cache.get(), e.tokens.size(), e.logits});
+    StepSequence& s = seq(e.id);
+    PagedBatch::Entry entry{s.cache.get(), e.tokens.size(), e.logits};
+    if (e.layer_begin > 0 || e.layer_end < L) {
+      entry.layer_begin = e.layer_begin;
+      entry.layer_end = e.layer_end;
+      s.residual.resize(e.tokens.size() * D);
+      entry.residual = s.residual.data();
+    }
+    entries.push_back(entry);
     tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
   }
   PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
   model_.forward_ragged(tokens.data(), batch, logits);
-  for (const auto& e : plan.entries) note_compressed(seq(e.id));
+  for (const auto& e : plan.entries) {
+    StepSequence& s = seq(e.id);
+    if (e.layer_end >= L) s.residual = {};
+    note_compressed(s);
+  }
 }
 
 std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {

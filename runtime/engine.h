@@ -227,6 +227,9 @@ class Engine {
   struct StepSequence {
     std::unique_ptr<PagedKvCache> cache;
     bool compressed = false;
+    // [prompt tokens][d_model]: the residual stream of a prompt prefilled layer by layer,
+    // between its steps.
+    std::vector<float> residual;
     size_t after_prefill_bytes = 0, full_after_prefill_bytes = 0, pool_free_after_prefill = 0;
   };
 

@@ -65,8 +65,8 @@ size_t Scheduler::reserved_per_layer(size_t rank, const ScheduledSeq& s) const {
   const auto& c = s.compression;
   // Chunks before the last, and look-ahead, hold the whole prompt; so do scope global and the
   // pyramid policies, whose layers' totals differ.
-  if (s.lookahead > 0 || n > config_.prefill_chunk || c.scope == compression::Scope::kGlobal ||
-      c.keeps_everything(n) || n <= c.window) {
+  if (s.lookahead > 0 || (n > config_.prefill_chunk && !layered(s)) ||
+      c.scope == compression::Scope::kGlobal || c.keeps_everything(n) || n <= c.window) {
     return whole;
   }
   // One forward, scope layer: each layer writes only its kept rows. SnapKV and streaming keep
@@ -135,13 +135,29 @@ size_t Scheduler::chunk_end(const ScheduledSeq& s, size_t start) const {
   return end;
 }
 
+bool Scheduler::layered(const ScheduledSeq& s) const {
+  const auto& c = s.compression;
+  const size_t n = s.prompt.size();
+  return s.lookahead == 0 && n > config_.prefill_chunk && c.scope == compression::Scope::kLayer &&
+         !c.keeps_everything(n) && n > c.window;
+}
+
+size_t Scheduler::layers_next(const ScheduledSeq& s) const {
+  const size_t per_step = std::max<size_t>(1, config_.prefill_chunk * n_layers_ / s.prompt.size());
+  return std::min(per_step, n_layers_ - s.layers_done);
+}
+
+size_t Scheduler::layers_cost(const ScheduledSeq& s, size_t layers) const {
+  return ceil_div(s.prompt.size() * layers, n_layers_);
+}
+
 void Scheduler::preempt(ScheduledSeq& s, StepPlan& plan) {
   const auto it = std::find_if(resident_.begin(), resident_.end(),
                                [&](const auto& p) { return p.get() == &s; });
   auto keep = *it;
   resident_.erase(it);
   s.phase = SeqPhase::kWaiting;
-  s.prefilled = s.lookahead_done = s.appended = 0;
+  s.prefilled = s.layers_done = s.lookahead_done = s.appended = 0;
   s.lookahead_next = -1;
   s.kept.clear();
   ++s.preemptions;
@@ -247,7 +263,29 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
                             ? config_.max_num_batched_tokens - plan.entries.size()
                             : 0;
   size_t prefill_tokens = 0;
+  // The layered prompt's entry, appended last (model::KvBatch::layer_begin).
+  std::vector<StepEntry> layered_entry;
+  EntryKind layered_kind = EntryKind::kPrefillChunk;
+  auto schedule_layers = [&](ScheduledSeq& s) {
+    const size_t k = layers_next(s), cost = layers_cost(s, k);
+    if (prefill_tokens > 0 && prefill_tokens + cost > budget) return false;
+    StepEntry e{s.id, s.prompt, false};
+    e.layer_begin = static_cast<uint32_t>(s.layers_done);
+    s.layers_done += k;
+    e.layer_end = static_cast<uint32_t>(s.layers_done);
+    const bool last = s.layers_done == n_layers_;
+    e.logits = last && s.output.empty();
+    layered_entry.push_back(std::move(e));
+    layered_kind = last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk;
+    prefill_tokens += cost;
+    if (last) {
+      s.prefilled = s.prompt.size();
+      s.phase = SeqPhase::kRunning;
+    }
+    return true;
+  };
   auto schedule_chunk = [&](ScheduledSeq& s) {
+    if (layered(s)) return schedule_layers(s);
     const size_t end = chunk_end(s, s.prefilled), n = end - s.prefilled;
     if (prefill_tokens > 0 && prefill_tokens + n > budget) return false;
     const bool last = end == s.prompt.size();
@@ -260,12 +298,16 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     if (last) s.phase = s.lookahead > 0 ? SeqPhase::kLookahead : SeqPhase::kRunning;
     return true;
   };
+  bool layering = false;  // a layered prompt is resident and not through every layer yet
   for (const auto& s : resident_) {
-    if (s->phase == SeqPhase::kPrefilling && !schedule_chunk(*s)) break;
+    if (s->phase != SeqPhase::kPrefilling) continue;
+    layering = layering || layered(*s);
+    if (!schedule_chunk(*s)) break;
   }
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
-    const size_t first = chunk_end(s, 0);
+    if (layered(s) && layering) break;  // one at a time, FCFS
+    const size_t first = layered(s) ? layers_cost(s, layers_next(s)) : chunk_end(s, 0);
     if (prefill_tokens > 0 && prefill_tokens + first > budget) break;
     std::vector<size_t> reserve(P), need = extra;
     for (size_t r = 0; r < P; ++r) {
@@ -280,7 +322,12 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     s.admitted_at = ++admissions_;
     plan.start.push_back({s.id, static_cast<uint32_t>(s.prompt.size()),
                           static_cast<uint32_t>(s.lookahead), s.compression});
+    layering = layering || layered(s);
     schedule_chunk(s);
+  }
+  if (!layered_entry.empty()) {
+    plan.entries.push_back(std::move(layered_entry.front()));
+    kinds.push_back(layered_kind);
   }
   return plan;
 }

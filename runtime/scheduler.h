@@ -4,7 +4,16 @@
 // Each step it writes a StepPlan: first one token for every running sequence (decodes, the
 // look-ahead of a sequence about to be compressed, the replay of a recomputed one), then
 // prompt chunks within max_num_batched_tokens, admitting waiting sequences FCFS while the pool
-// can hold their whole uncompressed prompt. When the next decode tokens do not fit, the most
+// can hold what their prefill reserves.
+//
+// A long prompt is prefilled over several steps. In chunks of tokens, every chunk's K/V stays
+// whole until the last chunk scores the prompt, so the pool holds the whole prompt meanwhile.
+// A prompt whose policy compresses each layer on its own (scope layer, no look-ahead) is
+// prefilled layer by layer instead: each step runs the whole prompt through a range of layers
+// (as many as its chunk's worth of work), each layer is scored and compressed as soon as it
+// ran, and only its kept rows reach the pool; the residual stream waits between steps. Its
+// numbers are the one-forward prefill's, whatever the ranges. One such prompt at a time, as
+// the step's last entry. When the next decode tokens do not fit, the most
 // recently admitted sequence is preempted: its blocks are freed and it waits again at the
 // front of the queue; readmitted, it prefills its prompt again (the same chunks, so the same
 // scores and budgets), compresses it, and replays the tokens it had generated one step each,
@@ -52,6 +61,7 @@ struct ScheduledSeq {
   bool finished = false;        // set by the engine: no more decodes
   // Progress of the current admission:
   size_t prefilled = 0;         // prompt tokens in the cache
+  size_t layers_done = 0;       // layers its prompt went through (prefilled layer by layer)
   size_t lookahead_done = 0;    // look-ahead tokens in the cache
   int32_t lookahead_next = -1;  // greedy token the next look-ahead step feeds
   size_t appended = 0;          // generated tokens in the cache (after compression)
@@ -115,6 +125,12 @@ class Scheduler {
   size_t growth(size_t rank, const ScheduledSeq& s) const;
   // End of the prompt chunk that starts at `start`.
   size_t chunk_end(const ScheduledSeq& s, size_t start) const;
+  // True when s's prompt is prefilled layer by layer rather than in chunks of tokens.
+  bool layered(const ScheduledSeq& s) const;
+  // Layers of s's prompt the next step runs, and the prompt tokens they are worth (its rows
+  // times the share of the layers), for the step's token budget.
+  size_t layers_next(const ScheduledSeq& s) const;
+  size_t layers_cost(const ScheduledSeq& s, size_t layers) const;
   void preempt(ScheduledSeq& s, StepPlan& plan);
 
   ServingConfig config_;

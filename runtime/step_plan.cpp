@@ -35,6 +35,8 @@ std::string encode_plan(const StepPlan& p) {
     w.put(e.id);
     w.put_vector(e.tokens);
     w.put(e.logits);
+    w.put(e.layer_begin);
+    w.put(e.layer_end);
   }
   return w.take();
 }
@@ -53,6 +55,8 @@ StepPlan decode_plan(const std::string& bytes) {
     e.id = in.get<uint64_t>();
     e.tokens = in.get_vector<int32_t>();
     e.logits = in.get<bool>();
+    e.layer_begin = in.get<uint32_t>();
+    e.layer_end = in.get<uint32_t>();
   }
   if (!in.done()) in.fail("trailing bytes");
   return p;

@@ -39,6 +39,10 @@ struct StepEntry {
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // inputs, at the cache's next positions
   bool logits = false;          // rank 0 reads the logits of the last row
+  // Layers run (model::KvBatch::layer_begin): all, unless a prompt is prefilled layer by layer,
+  // its whole prompt in each step, a range of layers at a time (the plan's last entry).
+  uint32_t layer_begin = 0;
+  uint32_t layer_end = UINT32_MAX;
 };
 
 struct StepPlan {

@@ -15,6 +15,7 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
   staged_entry_.clear();
   staged_row_.clear();
   for (size_t s = 0, row = 0; s < entries_.size(); row += entries_[s].tokens, ++s) {
+    if (layer < entries_[s].layer_begin || layer >= entries_[s].layer_end) continue;
     kernels::PagedSequence seq{};
     if (entries_[s].cache->stage(layer, q + row * q_stride, q_stride, k + row * kv_stride,
                                  v + row * kv_stride, kv_stride, entries_[s].tokens,
@@ -36,7 +37,9 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
 }
 
 void PagedBatch::commit() {
-  for (const auto& e : entries_) e.cache->commit(e.tokens);
+  for (const auto& e : entries_) {
+    if (e.layer_end >= model_.n_layers) e.cache->commit(e.tokens);
+  }
 }
 
 }  // namespace adakv::runtime

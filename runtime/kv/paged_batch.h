@@ -1,7 +1,9 @@
 // The ragged batch of one serving step over head-paged caches: every sequence's rows are
 // appended to its own cache, then ONE attention_paged call per layer serves all the rows that
 // read from the pool (decodes, look-ahead and later prompt chunks); a first prompt chunk
-// attends over its own raw rows instead (PagedKvCache::stage).
+// attends over its own raw rows instead (PagedKvCache::stage). An entry whose layer range
+// leaves a layer out is skipped there, and takes its rows (commit) only when its range ends at
+// the last layer.
 #pragma once
 
 #include <vector>
@@ -17,6 +19,11 @@ class PagedBatch : public model::KvBatch {
     PagedKvCache* cache;
     size_t tokens;
     bool logits;
+    // Layers [layer_begin, layer_end) run (a prompt prefilled layer by layer; the batch's last
+    // entry), with the residual stream carried in `residual` ([tokens][d_model]) between them.
+    size_t layer_begin = 0;
+    size_t layer_end = static_cast<size_t>(-1);
+    float* residual = nullptr;
   };
   // Every cache lives in `pool`; heads and sizes from `model` (this rank's local config).
   PagedBatch(const BlockPool& pool, const model::ModelConfig& model, std::vector<Entry> entries);
@@ -25,6 +32,9 @@ class PagedBatch : public model::KvBatch {
   size_t tokens(size_t s) const override { return entries_[s].tokens; }
   size_t next_position(size_t s) const override { return entries_[s].cache->next_position(); }
   bool wants_logits(size_t s) const override { return entries_[s].logits; }
+  size_t layer_begin(size_t s) const override { return entries_[s].layer_begin; }
+  size_t layer_end(size_t s) const override { return entries_[s].layer_end; }
+  float* residual(size_t s) override { return entries_[s].residual; }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                          const float* v, size_t kv_stride, float* out, size_t out_stride) override;
   void commit() override;

@@ -87,7 +87,9 @@ struct Driver {
 TEST(Scheduler, ChunksLongPromptsSoTheLastChunkHoldsTheWindow) {
   Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
   Driver d(sched);
+  // Scope global scores every layer together: prefilled in chunks of tokens.
   auto s = sequence(1, 220, 1, compression::Policy::kAdaKV);  // window 32
+  s->compression.scope = compression::Scope::kGlobal;
   d.add(s);
   d.run();
   std::vector<size_t> chunks;
@@ -99,6 +101,77 @@ TEST(Scheduler, ChunksLongPromptsSoTheLastChunkHoldsTheWindow) {
   EXPECT_EQ(d.kinds[2][0], EntryKind::kLastPrefillChunk);
   EXPECT_TRUE(d.plans[2].entries[0].logits);
   EXPECT_FALSE(d.plans[0].entries[0].logits);
+}
+
+TEST(Scheduler, PrefillsACompressingLongPromptLayerByLayerOneAtATime) {
+  // Chunks of 100 tokens: a 220-token prompt is worth one of the 2 layers per step.
+  Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  d.add(sequence(1, 50, 4));
+  d.add(sequence(2, 220, 2, compression::Policy::kAdaKV));
+  d.add(sequence(3, 220, 2, compression::Policy::kSnapKV));
+  d.step();
+  // The short prompt, then the first layer of the long one, last; the next long prompt waits.
+  ASSERT_EQ(d.plans[0].entries.size(), 2u);
+  EXPECT_EQ(d.plans[0].start.size(), 2u);
+  const StepEntry& first = d.plans[0].entries[1];
+  EXPECT_EQ(first.id, 2u);
+  EXPECT_EQ(first.tokens.size(), 220u);
+  EXPECT_EQ(first.layer_begin, 0u);
+  EXPECT_EQ(first.layer_end, 1u);
+  EXPECT_FALSE(first.logits);
+  EXPECT_EQ(d.kinds[0][1], EntryKind::kPrefillChunk);
+  d.step();
+  ASSERT_EQ(d.plans[1].entries.size(), 2u);
+  EXPECT_TRUE(d.plans[1].start.empty());
+  EXPECT_EQ(d.kinds[1][0], EntryKind::kDecode);
+  const StepEntry& second = d.plans[1].entries[1];
+  EXPECT_EQ(second.id, 2u);
+  EXPECT_EQ(second.layer_begin, 1u);
+  EXPECT_EQ(second.layer_end, 2u);
+  EXPECT_TRUE(second.logits);
+  EXPECT_EQ(d.kinds[1][1], EntryKind::kLastPrefillChunk);
+  d.step();
+  ASSERT_EQ(d.plans[2].start.size(), 1u);
+  EXPECT_EQ(d.plans[2].start[0].id, 3u);
+  EXPECT_EQ(d.plans[2].entries.back().id, 3u);
+  EXPECT_EQ(d.plans[2].entries.back().layer_begin, 0u);
+  d.run();
+  for (uint64_t id = 1; id <= 3; ++id) EXPECT_EQ(d.seqs[id]->output.size(), d.seqs[id]->max_new);
+  EXPECT_EQ(sched.used_blocks(0), 0u);
+}
+
+TEST(Scheduler, APreemptedLayeredPromptStartsAgainAtTheFirstLayer) {
+  // A 528-token full-cache prompt in one chunk (33 blocks per head, 132 in all) and a 640-token
+  // Ada-KV 20% one, one layer per step, reserving 2 * (17 + 2) blocks: 170 fill the pool, so
+  // the first decode, which opens a block per head, preempts the layered prompt between its
+  // layers.
+  Scheduler sched(config(170, 600), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  d.add(sequence(1, 528, 20));
+  d.add(sequence(2, 640, 2, compression::Policy::kAdaKV));
+  d.kept[2] = 128;
+  d.step();
+  ASSERT_EQ(d.plans[0].entries.size(), 2u);
+  EXPECT_EQ(d.plans[0].entries[1].layer_end, 1u);
+  EXPECT_EQ(sched.used_blocks(0), 170u);
+  d.step();
+  EXPECT_EQ(d.plans[1].release, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(sched.stats().preemptions, 1u);
+  EXPECT_EQ(d.seqs[2]->layers_done, 0u);
+  d.run();
+  size_t restart = 0;
+  for (size_t i = 2; i < d.plans.size(); ++i) {
+    for (const auto& st : d.plans[i].start) {
+      if (st.id == 2) restart = i;
+    }
+  }
+  ASSERT_GT(restart, 0u);
+  EXPECT_EQ(d.plans[restart].entries.back().id, 2u);
+  EXPECT_EQ(d.plans[restart].entries.back().layer_begin, 0u);
+  EXPECT_EQ(d.seqs[1]->output.size(), 20u);
+  EXPECT_EQ(d.seqs[2]->output.size(), 2u);
+  EXPECT_EQ(sched.used_blocks(0), 0u);
 }
 
 TEST(Scheduler, AShortPromptIsOneChunk) {
@@ -206,13 +279,22 @@ TEST(Scheduler, ReservesThePeakThePrefillReaches) {
   std::vector<EntryKind> kinds;
   one.schedule(kinds);
   EXPECT_EQ(one.used_blocks(0), 2u * (9 + 2));
-  // Prefilled in chunks, or waiting for look-ahead, it holds the whole prompt for a while.
-  auto chunked = sequence(2, 640, 4, compression::Policy::kAdaKV);
-  chunked->compression.budget_ratio = 0.1;
+  // Longer than a chunk, it is prefilled layer by layer: no more.
+  auto layered = sequence(2, 640, 4, compression::Policy::kAdaKV);
+  layered->compression.budget_ratio = 0.1;
   Scheduler small_chunks(config(1000, 256), tiny_model(), 1, model::LmHeadMode::kReplicated);
-  small_chunks.add(chunked);
+  small_chunks.add(layered);
   small_chunks.schedule(kinds);
-  EXPECT_EQ(small_chunks.used_blocks(0), 2u * 2 * 40);
+  EXPECT_EQ(small_chunks.used_blocks(0), 2u * (9 + 2));
+  // Prefilled in chunks of tokens (scope global), or waiting for look-ahead, it holds the whole
+  // prompt for a while.
+  auto chunked = sequence(6, 640, 4, compression::Policy::kAdaKV);
+  chunked->compression.budget_ratio = 0.1;
+  chunked->compression.scope = compression::Scope::kGlobal;
+  Scheduler global(config(1000, 256), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  global.add(chunked);
+  global.schedule(kinds);
+  EXPECT_EQ(global.used_blocks(0), 2u * 2 * 40);
   auto ahead = sequence(3, 640, 4, compression::Policy::kAdaKV);
   ahead->compression.budget_ratio = 0.1;
   ahead->lookahead = 16;

@@ -22,6 +22,8 @@ StepPlan sample() {
   p.start = {s};
   p.end_lookahead = {5};
   p.entries = {{11, {1, 2, 3}, false}, {5, {49151}, true}};
+  p.entries[1].layer_begin = 7;
+  p.entries[1].layer_end = 12;
   return p;
 }
 
@@ -46,6 +48,10 @@ TEST(StepPlan, RoundTripsThroughTheEngineCommand) {
   EXPECT_FALSE(p.entries[0].logits);
   EXPECT_EQ(p.entries[1].id, 5u);
   EXPECT_TRUE(p.entries[1].logits);
+  EXPECT_EQ(p.entries[0].layer_begin, 0u);
+  EXPECT_EQ(p.entries[0].layer_end, UINT32_MAX);
+  EXPECT_EQ(p.entries[1].layer_begin, 7u);
+  EXPECT_EQ(p.entries[1].layer_end, 12u);
   EXPECT_EQ(c.plan.tokens(), 4u);
 }
 
