@@ -223,6 +223,7 @@ void add_bench_batch(CLI::App* bench_app, Runner& selected) {
   sub->add_option("--text", o->text_file, "Text the prompts are cut from");
   o->compression.default_min_keep = compression::kGenerateMinKeep;
   o->compression.model_preset = true;
+  o->compression.serving = true;
   o->compression.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_bench_batch(*o); }; });
 }

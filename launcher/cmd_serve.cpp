@@ -169,6 +169,7 @@ void add_serve(CLI::App& app, Runner& selected) {
   o->engine.add_to(sub);
   o->compression.default_min_keep = compression::kGenerateMinKeep;
   o->compression.model_preset = true;
+  o->compression.serving = true;
   o->compression.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_serve(*o); }; });
 }

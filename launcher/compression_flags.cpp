@@ -153,7 +153,12 @@ compression::CompressionConfig CompressionFlags::resolve(
   if (given("--pool-sink")) c.pool_sink = non_negative(pool_sink, "--pool-sink");
   if (given("--pool-shift")) c.pool_shift = non_negative(pool_shift, "--pool-shift");
   if (!gqa.empty()) c.gqa = compression::parse_gqa(gqa);
-  if (given("--lookahead")) c.lookahead = non_negative(lookahead, "--lookahead");
+  if (given("--lookahead")) {
+    c.lookahead = non_negative(lookahead, "--lookahead");
+  } else if (serving && c.lookahead > 0) {
+    c.lookahead = 0;
+    from += "; look-ahead off when serving (--lookahead N turns it on)";
+  }
   if (given("--lookahead-weight")) c.lookahead_weight = lookahead_weight;
   if (!budget_scores.empty()) c.budget_scores = compression::parse_budget_scores(budget_scores);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");

@@ -27,6 +27,11 @@ struct CompressionFlags {
   // is not given: generate sets kGenerateMinKeep and true; eval, profile, bench leave 0, false.
   size_t default_min_keep = 0;
   bool model_preset = false;
+  // batch, serve and bench batch: look-ahead stays off unless --lookahead is given. It holds
+  // each prompt whole in the shared pool until it ends, and keeps a long prompt from being
+  // prefilled layer by layer, so a server fits fewer sequences; at 20% it changed Ada-KV's
+  // retrieval little (docs/experiments.md).
+  bool serving = false;
   CLI::App* app = nullptr;  // to ask which flags were given
 
   void add_to(CLI::App* app);

@@ -142,9 +142,9 @@ bool Scheduler::layered(const ScheduledSeq& s) const {
          !c.keeps_everything(n) && n > c.window;
 }
 
-size_t Scheduler::layers_next(const ScheduledSeq& s) const {
-  const size_t per_step = std::max<size_t>(1, config_.prefill_chunk * n_layers_ / s.prompt.size());
-  return std::min(per_step, n_layers_ - s.layers_done);
+size_t Scheduler::layers_within(const ScheduledSeq& s, size_t tokens) const {
+  const size_t fit = std::max<size_t>(1, tokens * n_layers_ / s.prompt.size());
+  return std::min(fit, n_layers_ - s.layers_done);
 }
 
 size_t Scheduler::layers_cost(const ScheduledSeq& s, size_t layers) const {
@@ -267,7 +267,8 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   std::vector<StepEntry> layered_entry;
   EntryKind layered_kind = EntryKind::kPrefillChunk;
   auto schedule_layers = [&](ScheduledSeq& s) {
-    const size_t k = layers_next(s), cost = layers_cost(s, k);
+    const size_t k = layers_within(s, budget > prefill_tokens ? budget - prefill_tokens : 0);
+    const size_t cost = layers_cost(s, k);
     if (prefill_tokens > 0 && prefill_tokens + cost > budget) return false;
     StepEntry e{s.id, s.prompt, false};
     e.layer_begin = static_cast<uint32_t>(s.layers_done);
@@ -307,7 +308,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
     if (layered(s) && layering) break;  // one at a time, FCFS
-    const size_t first = layered(s) ? layers_cost(s, layers_next(s)) : chunk_end(s, 0);
+    const size_t first = layered(s) ? layers_cost(s, 1) : chunk_end(s, 0);
     if (prefill_tokens > 0 && prefill_tokens + first > budget) break;
     std::vector<size_t> reserve(P), need = extra;
     for (size_t r = 0; r < P; ++r) {

@@ -9,22 +9,24 @@
 // A long prompt is prefilled over several steps. In chunks of tokens, every chunk's K/V stays
 // whole until the last chunk scores the prompt, so the pool holds the whole prompt meanwhile.
 // A prompt whose policy compresses each layer on its own (scope layer, no look-ahead) is
-// prefilled layer by layer instead: each step runs the whole prompt through a range of layers
-// (as many as its chunk's worth of work), each layer is scored and compressed as soon as it
-// ran, and only its kept rows reach the pool; the residual stream waits between steps. Its
-// numbers are the one-forward prefill's, whatever the ranges. One such prompt at a time, as
-// the step's last entry. When the next decode tokens do not fit, the most
-// recently admitted sequence is preempted: its blocks are freed and it waits again at the
-// front of the queue; readmitted, it prefills its prompt again (the same chunks, so the same
-// scores and budgets), compresses it, and replays the tokens it had generated one step each,
-// so its output continues as if nothing happened.
+// prefilled layer by layer instead: each step runs the whole prompt through a range of layers,
+// each layer is scored and compressed as soon as it ran, and only its kept rows reach the
+// pool; the residual stream waits between steps. Its numbers are the one-forward prefill's
+// whatever the ranges, so a range takes what is left of the step's token budget (a layer is
+// worth the prompt's rows over the number of layers). One such prompt at a time, as the step's
+// last entry.
+//
+// When the next decode tokens do not fit, the most recently admitted sequence is preempted: its
+// blocks are freed and it waits again at the front of the queue; readmitted, it prefills its prompt
+// again (the same chunks, so the same scores and budgets), compresses it, and replays the tokens it
+// had generated one step each, so its output continues as if nothing happened.
 //
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
 // (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
-// chunks or waits for look-ahead, else what its policy keeps; then its kept tokens plus the
-// generated ones),
-// summed into blocks over the heads each rank holds. That is exactly what each rank's pool
-// holds after the step, so a shortage is found before it happens, never by a failed append.
+// chunks of tokens or waits for look-ahead, else what its policy keeps; then its kept tokens
+// plus the generated ones), summed into blocks over the heads each rank holds. That is exactly what
+// each rank's pool holds after the step, so a shortage is found before it happens, never by a
+// failed append.
 #pragma once
 
 #include <cstdint>
@@ -127,9 +129,9 @@ class Scheduler {
   size_t chunk_end(const ScheduledSeq& s, size_t start) const;
   // True when s's prompt is prefilled layer by layer rather than in chunks of tokens.
   bool layered(const ScheduledSeq& s) const;
-  // Layers of s's prompt the next step runs, and the prompt tokens they are worth (its rows
-  // times the share of the layers), for the step's token budget.
-  size_t layers_next(const ScheduledSeq& s) const;
+  // Layers of s's prompt that fit `tokens` of the step's budget (at least one), and the prompt
+  // tokens a number of layers is worth: its rows times their share of the layers.
+  size_t layers_within(const ScheduledSeq& s, size_t tokens) const;
   size_t layers_cost(const ScheduledSeq& s, size_t layers) const;
   void preempt(ScheduledSeq& s, StepPlan& plan);
 

@@ -107,6 +107,13 @@ TEST(BatchCli, BadLinesAreAnsweredInPlaceAndTheRestRuns) {
   EXPECT_EQ(lines[3]["error"]["param"], "messages");
   EXPECT_EQ(lines[4]["finish_reason"], "length");
   for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["index"], i);
+  // The default model's preset looks ahead in generate; a batch leaves it off.
+  const auto& c = lines[0]["compression"];
+  if (c["source"].get<std::string>().find("smollm2-135m.yaml") != std::string::npos) {
+    EXPECT_EQ(c["lookahead"], 0) << c;
+    EXPECT_NE(c["source"].get<std::string>().find("look-ahead off when serving"), std::string::npos)
+        << c;
+  }
 }
 
 TEST(BatchCli, AMissingFileIsNamed) {

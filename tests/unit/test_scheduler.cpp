@@ -104,8 +104,9 @@ TEST(Scheduler, ChunksLongPromptsSoTheLastChunkHoldsTheWindow) {
 }
 
 TEST(Scheduler, PrefillsACompressingLongPromptLayerByLayerOneAtATime) {
-  // Chunks of 100 tokens: a 220-token prompt is worth one of the 2 layers per step.
-  Scheduler sched(config(1000, 100), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  // 200 tokens per step: with a 50-token prompt beside it, or a decode, a 220-token prompt
+  // gets one of the 2 layers (110 tokens' worth) per step.
+  Scheduler sched(config(1000, 100, 200), tiny_model(), 1, model::LmHeadMode::kReplicated);
   Driver d(sched);
   d.add(sequence(1, 50, 4));
   d.add(sequence(2, 220, 2, compression::Policy::kAdaKV));
