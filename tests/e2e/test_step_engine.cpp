@@ -201,6 +201,28 @@ TEST_F(StepEngine, PreemptedRequestsContinueSeamlesslyAndTheBlocksComeBack) {
   EXPECT_GE(preempted, 1u);
 }
 
+TEST_F(StepEngine, APreemptedLayeredPromptStartsAgainAndGivesItsTokens) {
+  // A full-cache prompt of 816 tokens (51 blocks per head, 4590 in all) in chunks of 256, and an
+  // Ada-KV 20% prompt of 1000 tokens prefilled layer by layer, reserving 30 x (38 + 3) = 1230
+  // blocks: the pool holds exactly both. With 300 tokens per step the layered prompt gets one
+  // layer per step beside the chunks, then 7; the full prompt's first decode opens a block per
+  // head, so the layered prompt, the newest, is preempted between its layers, and starts again
+  // once the other is done.
+  const std::vector<GenerateRequest> reqs = {
+      request(prompt(0, 816), policy(Policy::kFull), 24),
+      request(prompt(900, 1000), policy(Policy::kAdaKV), 24)};
+  const auto run = run_loop(reqs, serving(30 * 3 * 51 + 1230, 256, 300));
+  EXPECT_EQ(last_stats_.preemptions, 1u);
+  EXPECT_EQ(run.results[0].preemptions, 0u);
+  EXPECT_EQ(run.results[1].preemptions, 1u);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(run.results[i].tokens.size(), 24u);
+    const auto one = alone(reqs[i]);
+    expect_same(run, i, one, 0, i == 1 ? 0.0 : 1e-4, "request " + std::to_string(i));
+    EXPECT_EQ(run.results[i].compression.budgets, one.results[0].compression.budgets);
+  }
+}
+
 TEST_F(StepEngine, ARequestThePoolCanNeverHoldIsRefusedByName) {
   LlmEngine loop(*engine_, serving(100));
   adakv::runtime::Request r;
