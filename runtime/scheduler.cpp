@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -264,9 +265,10 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
                             : 0;
   size_t prefill_tokens = 0;
   // The layered prompt's entry, appended last (model::KvBatch::layer_begin).
-  std::vector<StepEntry> layered_entry;
+  std::optional<StepEntry> layered_entry;
   EntryKind layered_kind = EntryKind::kPrefillChunk;
   auto schedule_layers = [&](ScheduledSeq& s) {
+    if (layered_entry) return false;  // one per forward
     const size_t k = layers_within(s, budget > prefill_tokens ? budget - prefill_tokens : 0);
     const size_t cost = layers_cost(s, k);
     if (prefill_tokens > 0 && prefill_tokens + cost > budget) return false;
@@ -276,7 +278,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     e.layer_end = static_cast<uint32_t>(s.layers_done);
     const bool last = s.layers_done == n_layers_;
     e.logits = last && s.output.empty();
-    layered_entry.push_back(std::move(e));
+    layered_entry = std::move(e);
     layered_kind = last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk;
     prefill_tokens += cost;
     if (last) {
@@ -299,11 +301,12 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     if (last) s.phase = s.lookahead > 0 ? SeqPhase::kLookahead : SeqPhase::kRunning;
     return true;
   };
-  bool layering = false;  // a layered prompt is resident and not through every layer yet
+  // A layered prompt is resident and not through every layer yet: the next one waits.
+  bool layering = std::any_of(resident_.begin(), resident_.end(), [&](const auto& s) {
+    return s->phase == SeqPhase::kPrefilling && layered(*s);
+  });
   for (const auto& s : resident_) {
-    if (s->phase != SeqPhase::kPrefilling) continue;
-    layering = layering || layered(*s);
-    if (!schedule_chunk(*s)) break;
+    if (s->phase == SeqPhase::kPrefilling && !schedule_chunk(*s)) break;
   }
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
@@ -326,8 +329,8 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     layering = layering || layered(s);
     schedule_chunk(s);
   }
-  if (!layered_entry.empty()) {
-    plan.entries.push_back(std::move(layered_entry.front()));
+  if (layered_entry) {
+    plan.entries.push_back(std::move(*layered_entry));
     kinds.push_back(layered_kind);
   }
   return plan;
