@@ -118,6 +118,61 @@ void apply(k::Backend& backend, const Linear& w, const std::vector<RowRun>& runs
   }
 }
 
+// A slice of the rows that the feed-forward block runs at once, with its runs (row numbers
+// relative to the slice's first row).
+struct RowSlice {
+  size_t begin, count;
+  std::vector<RowRun> runs;
+};
+
+// `runs` cut into slices of at most max_rows rows, so that the feed-forward buffers ([rows][3F])
+// stay bounded however long a prompt is. Slices take whole GEMM groups where they fit; a group
+// longer than max_rows is cut every max_rows rows from its own first row, so where a prompt is
+// cut never depends on its batch. Decode rows are independent and cut anywhere.
+std::vector<RowSlice> row_slices(const std::vector<RowRun>& runs, size_t max_rows) {
+  struct Piece {
+    size_t begin, count;
+    k::MatmulPath path;
+  };
+  std::vector<Piece> pieces;
+  for (const RowRun& r : runs) {
+    if (r.path != k::MatmulPath::kFloatGemm) {
+      for (size_t i = 0; i < r.count; i += max_rows) {
+        pieces.push_back({r.begin + i, std::min(max_rows, r.count - i), r.path});
+      }
+      continue;
+    }
+    size_t row = r.begin;
+    for (const uint32_t g : r.groups) {
+      for (size_t i = 0; i < g; i += max_rows) {
+        pieces.push_back({row + i, std::min<size_t>(max_rows, g - i), r.path});
+      }
+      row += g;
+    }
+  }
+  std::vector<RowSlice> slices;
+  for (const Piece& p : pieces) {
+    if (slices.empty() || slices.back().count + p.count > max_rows) {
+      slices.push_back({p.begin, 0, {}});
+    }
+    RowSlice& s = slices.back();
+    const size_t rel = p.begin - s.begin;
+    if (s.runs.empty() || s.runs.back().path != p.path) s.runs.push_back({rel, 0, p.path, {}});
+    s.runs.back().count += p.count;
+    if (p.path == k::MatmulPath::kFloatGemm) {
+      s.runs.back().groups.push_back(static_cast<uint32_t>(p.count));
+    }
+    s.count += p.count;
+  }
+  return slices;
+}
+
+// Rows of a feed-forward slice: its buffers ([rows][3F] floats) within about 16 MiB.
+size_t ffn_slice_rows(size_t ffn_dim) {
+  constexpr size_t kBytes = size_t(16) << 20;
+  return std::max<size_t>(64, kBytes / (3 * ffn_dim * sizeof(float)) / 64 * 64);
+}
+
 }  // namespace
 
 // Workspace slots of a forward.
@@ -129,15 +184,16 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const size_t D = c.d_model, F = c.ffn_dim, QW = c.q_width(), KW = c.kv_width();
   const size_t qkv_width = QW + 2 * KW;
   // Activations, token-major: x, h [n][D]; qkv [n][QW | KW | KW]; attn [n][QW];
-  // gate_up [n][2F]; act [n][F].
+  // gate_up [r][2F], act [r][F] for a slice of r <= ffn_rows rows.
   // With tensor parallelism, partial [n][D] takes the rank's share of a RowParallel output.
   k::Workspace& ws = workspace_;
   float* x = ws.floats(kX, n * D);
   float* h = ws.floats(kH, n * D);
   float* qkv = ws.floats(kQkv, n * qkv_width);
   float* attn = ws.floats(kAttn, n * QW);
-  float* gate_up = ws.floats(kGateUp, n * 2 * F);
-  float* act = ws.floats(kAct, n * F);
+  const size_t ffn_rows = ffn_slice_rows(F);
+  float* gate_up = ws.floats(kGateUp, std::min(n, ffn_rows) * 2 * F);
+  float* act = ws.floats(kAct, std::min(n, ffn_rows) * F);
   float* partial = tp_ ? ws.floats(kPartial, n * D) : nullptr;
   k::Backend& be = *backend_;
   // One rank: the RowParallel matmuls accumulate straight into x.
@@ -167,6 +223,9 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const size_t head_rows = n - tail;
   const std::vector<RowRun> runs = row_runs(batch, S);
   const std::vector<RowRun> head_runs = tail > 0 ? row_runs(batch, S - 1) : runs;
+  const std::vector<RowSlice> slices = row_slices(runs, ffn_rows);
+  const std::vector<RowSlice> head_slices =
+      tail > 0 ? row_slices(head_runs, ffn_rows) : std::vector<RowSlice>{};
   // Positions of the packed rows, and the rows whose logits are wanted (none for a sequence
   // whose range stops before the last layer).
   std::vector<int32_t> positions(n);
@@ -209,10 +268,12 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     if (tp_) add_row_parallel(x, partial, m * D);
 
     be.rmsnorm(h, x, w.ffn_norm.data(), m, D, c.rms_eps);
-    apply(*backend_, w.w_gate, r, h, gate_up, 2 * F);
-    apply(*backend_, w.w_up, r, h, gate_up + F, 2 * F);
-    be.swiglu(act, gate_up, m, F);
-    apply(*backend_, w.w_down, r, act, row_out, D, accumulate);
+    for (const RowSlice& sl : all ? slices : head_slices) {
+      apply(*backend_, w.w_gate, sl.runs, h + sl.begin * D, gate_up, 2 * F);
+      apply(*backend_, w.w_up, sl.runs, h + sl.begin * D, gate_up + F, 2 * F);
+      be.swiglu(act, gate_up, sl.count, F);
+      apply(*backend_, w.w_down, sl.runs, act, row_out + sl.begin * D, D, accumulate);
+    }
     if (tp_) add_row_parallel(x, partial, m * D);
   }
   if (tail_residual && tail_end < L) std::copy_n(x + head_rows * D, tail * D, tail_residual);

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Peak resident memory per rank against the budget `shard of the GGUF + KV pool + 64 MiB`.
 
-Runs `adakv batch` on one ~2,000-token request (the full cache, the serving loop's defaults:
-prompts prefilled in chunks of 512) with a KV pool of --pool-mb per rank, as 1 and as 3
+Runs `adakv batch` on one ~2,000-token request (by default the full cache, prefilled in chunks
+of 512; `--policy default` takes the model's preset, whose long prompts are prefilled layer by
+layer) with a KV pool of --pool-mb per rank, as 1 and as 3
 tensor-parallel ranks under mpirun, each rank under /usr/bin/time, and prints per rank: its
 peak RSS, its share of the model file (file size / tp), the pool, and the margin left of the
 64 MiB allowance.
 
     python3 tests/tools/rss_check.py --adakv build/adakv [--model PATH] [--tokens 2000]
+        [--pool-mb 64] [--policy full|default|...]
 """
 import argparse
 import json
@@ -35,6 +37,8 @@ def run(adakv, model, tp, prompt_file, max_tokens, pool_mb):
         if out.returncode != 0:
             sys.exit(f"adakv failed at tp {tp}:\n{out.stderr[-2000:]}")
         result = json.loads(out.stdout.strip().splitlines()[-1])
+        if "error" in result:
+            sys.exit(f"adakv refused the request at tp {tp}: {result['error']['message']}")
         rss = []
         for r in range(tp):
             with open(os.path.join(tmp, f"rss.{r}")) as f:
@@ -50,11 +54,16 @@ def main():
     ap.add_argument("--tokens", type=int, default=2000, help="approximate prompt length")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--pool-mb", type=float, default=64, help="KV pool per rank")
+    ap.add_argument("--policy", default="full",
+                    help="the request's kv_policy; 'default' sends none (the model's preset)")
     args = ap.parse_args()
     words = open("/usr/share/common-licenses/GPL-3").read().split()
     text = " ".join(words[: int(args.tokens * 0.75)])
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        f.write(json.dumps({"prompt": text, "max_tokens": args.max_tokens, "kv_policy": "full"}))
+        request = {"prompt": text, "max_tokens": args.max_tokens}
+        if args.policy != "default":
+            request["kv_policy"] = args.policy
+        f.write(json.dumps(request))
         f.write("\n")
         prompt_file = f.name
     file_bytes = os.path.getsize(args.model)
@@ -71,7 +80,7 @@ def main():
             ok &= m <= budget
             print(f"{tp:>3} {r:>4} | {m / MIB:>8.1f}M {shard / MIB:>7.1f}M {kv / MIB:>7.1f}M "
                   f"{budget / MIB:>7.1f}M | {(budget - m) / MIB:>15.1f}M")
-    print(f"prompt {result['prompt_tokens']} tokens; budget = file / tp + KV pool + 64 MiB")
+    print(f"prompt {result['prompt_tokens']} tokens, policy {args.policy}; budget = file / tp + KV pool + 64 MiB")
     os.unlink(prompt_file)
     return 0 if ok else 1
 
