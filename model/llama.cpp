@@ -242,8 +242,17 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
 
-  be.embed_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens,
-                tail_begin > 0 ? head_rows : n, config_.vocab_size, D);
+  const size_t embedded = tail_begin > 0 ? head_rows : n;
+  if (shard_.vocab_rows < config_.vocab_size) {
+    // Vocab-parallel embedding: each rank looks up the tokens of its own rows (zeros for the
+    // rest) and the sum joins them; one nonzero term per element, so the sum is exact.
+    be.embed_shard_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens,
+                        embedded, shard_.vocab_begin, shard_.vocab_rows, config_.vocab_size, D);
+    tp_->all_reduce(x, embedded * D);
+  } else {
+    be.embed_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens, embedded,
+                  config_.vocab_size, D);
+  }
   if (tail_residual && tail_begin > 0) std::copy_n(tail_residual, tail * D, x + head_rows * D);
 
   for (size_t l = 0; l < L; ++l) {

@@ -35,7 +35,8 @@ Weights Weights::load(std::shared_ptr<const gguf::GgufFile> file, const ModelCon
   const size_t Dh = c.head_dim, D = c.d_model;
   Weights w;
   w.file = std::move(file);
-  w.token_embd = Linear::replicated(f, "token_embd.weight", D, c.vocab_size);
+  w.token_embd =
+      Linear::column_parallel(f, "token_embd.weight", D, c.vocab_size, s.vocab_begin, s.vocab_rows);
   w.output_norm = load_vector(f, "output_norm.weight", D);
   w.lm_head = Linear::column_parallel(f, c.tied_embeddings ? "token_embd.weight" : "output.weight",
                                       D, c.vocab_size, s.vocab_begin, s.vocab_rows);

@@ -32,9 +32,10 @@ struct LayerWeights {
 
 struct Weights {
   std::shared_ptr<const gguf::GgufFile> file;  // the mapping the Linears read from
-  Linear token_embd;                           // the whole table: [vocab][d_model]
-  std::vector<float> output_norm;              // [d_model]
-  Linear lm_head;                              // [shard.vocab_rows][d_model]
+  Linear
+      token_embd;  // the rank's vocab rows of [vocab][d_model] (all of them unless vocab-parallel)
+  std::vector<float> output_norm;  // [d_model]
+  Linear lm_head;                  // [shard.vocab_rows][d_model]
   std::vector<LayerWeights> layers;
 
   // Bytes one decoded token reads: every layer's matrices, the LM head and the norms.

@@ -1,8 +1,10 @@
 // The CPU backend: host memory, and the ops of kernels/ops.h and kernels/quant.h (OpenMP
 // threads, AVX2/AVX-512 chosen at runtime).
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/backend.h"
 
@@ -34,6 +36,23 @@ class CpuBackend final : public Backend {
   void embed_rows(float* out, const void* table, WeightFormat f, const int32_t* ids, size_t T,
                   size_t n_rows, size_t dim) override {
     check(kernels::dequantize_rows(out, table, f, ids, T, n_rows, dim), "embed_rows");
+  }
+  void embed_shard_rows(float* out, const void* table, WeightFormat f, const int32_t* ids, size_t T,
+                        size_t row_begin, size_t n_rows, size_t vocab, size_t dim) override {
+    for (size_t t = 0; t < T; ++t) {
+      if (ids[t] < 0 || size_t(ids[t]) >= vocab) {
+        throw std::invalid_argument("embed_shard_rows: token id " + std::to_string(ids[t]) +
+                                    " is outside the vocabulary of " + std::to_string(vocab));
+      }
+      float* row = out + t * dim;
+      const size_t id = size_t(ids[t]);
+      if (id < row_begin || id >= row_begin + n_rows) {
+        std::fill(row, row + dim, 0.0f);
+        continue;
+      }
+      const int32_t local = static_cast<int32_t>(id - row_begin);
+      check(kernels::dequantize_rows(row, table, f, &local, 1, n_rows, dim), "embed_shard_rows");
+    }
   }
   void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
                      size_t rot_dim, size_t token_stride, float theta) override {

@@ -9,7 +9,7 @@ peak RSS, its share of the model file (file size / tp), the pool, and the margin
 64 MiB allowance.
 
     python3 tests/tools/rss_check.py --adakv build/adakv [--model PATH] [--tokens 2000]
-        [--pool-mb 64] [--policy full|default|...]
+        [--pool-mb 64] [--policy full|default|...] [--tp 1,3]
 """
 import argparse
 import json
@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=2000, help="approximate prompt length")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--pool-mb", type=float, default=64, help="KV pool per rank")
+    ap.add_argument("--tp", default="1,3", help="tensor-parallel sizes to run, comma-separated")
     ap.add_argument("--policy", default="full",
                     help="the request's kv_policy; 'default' sends none (the model's preset)")
     args = ap.parse_args()
@@ -71,7 +72,7 @@ def main():
     print(f"model file {file_bytes / MIB:.1f} MiB")
     print(f"{'tp':>3} {'rank':>4} | {'peak RSS':>9} {'shard':>8} {'KV':>8} {'budget':>8} | "
           f"{'margin of 64 MiB':>16}")
-    for tp in (1, 3):
+    for tp in (int(t) for t in args.tp.split(",")):
         result, rss = run(args.adakv, args.model, tp, prompt_file, args.max_tokens, args.pool_mb)
         kv = args.pool_mb * MIB
         shard = file_bytes / tp

@@ -56,6 +56,30 @@ TEST(Backend, EmbedRowsDecodesTheLookedUpRows) {
                std::invalid_argument);
 }
 
+TEST(Backend, EmbedShardRowsSumToTheWholeLookup) {
+  const size_t vocab = 6, dim = 32;
+  const auto table = adakv::test::random_vector(vocab * dim, 11);
+  const int32_t ids[] = {5, 0, 2, 3};
+  std::vector<float> sum(4 * dim, 0.0f), out(4 * dim);
+  for (size_t shard = 0; shard < 3; ++shard) {
+    k::cpu_backend().embed_shard_rows(out.data(), table.data() + shard * 2 * dim,
+                                      k::WeightFormat::kF32, ids, 4, shard * 2, 2, vocab, dim);
+    for (size_t t = 0; t < 4; ++t) {
+      const bool mine = size_t(ids[t]) / 2 == shard;
+      for (size_t i = 0; i < dim; ++i) {
+        EXPECT_EQ(out[t * dim + i], mine ? table[ids[t] * dim + i] : 0.0f);
+        sum[t * dim + i] += out[t * dim + i];
+      }
+    }
+  }
+  for (size_t t = 0; t < 4; ++t)
+    for (size_t i = 0; i < dim; ++i) EXPECT_EQ(sum[t * dim + i], table[ids[t] * dim + i]);
+  const int32_t bad[] = {6};
+  EXPECT_THROW(k::cpu_backend().embed_shard_rows(out.data(), table.data(), k::WeightFormat::kF32,
+                                                 bad, 1, 0, 2, vocab, dim),
+               std::invalid_argument);
+}
+
 TEST(Backend, OpsNameThemselvesOnBadArguments) {
   try {
     float x[2] = {1, 2}, w[2] = {1, 1};
