@@ -176,7 +176,7 @@ size_t ffn_slice_rows(size_t ffn_dim) {
 }  // namespace
 
 // Workspace slots of a forward.
-enum Slot : size_t { kX, kH, kQkv, kAttn, kGateUp, kAct, kPartial, kLogitsLocal, kGathered };
+enum Slot : size_t { kX, kH, kQkv, kAttn, kGateUp, kAct, kLogitsLocal, kGathered };
 
 void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
                      size_t n_logits) const {
@@ -185,7 +185,9 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const size_t qkv_width = QW + 2 * KW;
   // Activations, token-major: x, h [n][D]; qkv [n][QW | KW | KW]; attn [n][QW];
   // gate_up [r][2F], act [r][F] for a slice of r <= ffn_rows rows.
-  // With tensor parallelism, partial [n][D] takes the rank's share of a RowParallel output.
+  // With tensor parallelism, partial [n][D] takes the rank's share of a RowParallel output. It is
+  // h: the o projection runs once q, k and v have read h, and each feed-forward slice's down
+  // projection overwrites only the rows of h that its own gate and up projections have read.
   k::Workspace& ws = workspace_;
   float* x = ws.floats(kX, n * D);
   float* h = ws.floats(kH, n * D);
@@ -194,7 +196,7 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const size_t ffn_rows = ffn_slice_rows(F);
   float* gate_up = ws.floats(kGateUp, std::min(n, ffn_rows) * 2 * F);
   float* act = ws.floats(kAct, std::min(n, ffn_rows) * F);
-  float* partial = tp_ ? ws.floats(kPartial, n * D) : nullptr;
+  float* partial = tp_ ? h : nullptr;
   k::Backend& be = *backend_;
   // One rank: the RowParallel matmuls accumulate straight into x.
   float* row_out = tp_ ? partial : x;
