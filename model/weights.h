@@ -32,8 +32,8 @@ struct LayerWeights {
 
 struct Weights {
   std::shared_ptr<const gguf::GgufFile> file;  // the mapping the Linears read from
-  Linear
-      token_embd;  // the rank's vocab rows of [vocab][d_model] (all of them unless vocab-parallel)
+  // The rank's vocab rows of [vocab][d_model]: all of them unless the LM head is vocab-parallel.
+  Linear token_embd;
   std::vector<float> output_norm;  // [d_model]
   Linear lm_head;                  // [shard.vocab_rows][d_model]
   std::vector<LayerWeights> layers;
