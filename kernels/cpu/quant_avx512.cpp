@@ -32,26 +32,6 @@ ADAKV_AVX512_INLINE float hsum512(__m512 v) {
   return simd::hsum(_mm512_castps512_ps256(folded));
 }
 
-// hsum512 of 16 vectors at once, by the same tree (lanes i + i+8, then i + i+4, i + i+2, i + i+1),
-// so each sum has the bits hsum512 gives it: lane 4k + j of the result is the sum of a[4j + k].
-ADAKV_AVX512_INLINE __m512 hsum512x16(const __m512* a) {
-  __m512 c[8], d[4], e[2];
-  for (int p = 0; p < 8; ++p) {
-    c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  for (int p = 0; p < 4; ++p) {
-    d[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  for (int p = 0; p < 2; ++p) {
-    e[p] = _mm512_add_ps(_mm512_shuffle_ps(d[2 * p], d[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(d[2 * p], d[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  return _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 // 16 int32 partial dot products of two joined weight pieces with 64 int8 activations (exact).
 template <WeightFormat F>
 ADAKV_AVX512_INLINE __m512i dot_pair(__m512i q, __m512i x, __m512i s16) {
@@ -307,14 +287,8 @@ ADAKV_AVX512_FN void dot_fused(const Job& job, const uint8_t* const* wrows, size
       }
     }
   }
-  if constexpr (NR * R == 16) {
-    alignas(64) float sums[16];
-    _mm512_store_ps(sums, hsum512x16(&acc[0][0]));
-    for (int o = 0; o < 16; ++o) out[o / R][o % R] = sums[4 * (o % 4) + o / 4];
-  } else {
-    for (int i = 0; i < NR; ++i) {
-      for (int r = 0; r < R; ++r) out[i][r] = hsum512(acc[i][r]);
-    }
+  for (int i = 0; i < NR; ++i) {
+    for (int r = 0; r < R; ++r) out[i][r] = hsum512(acc[i][r]);
   }
 }
 

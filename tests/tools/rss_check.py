@@ -3,8 +3,8 @@
 
 Runs `adakv batch` on one ~2,000-token request (by default the full cache, prefilled in chunks
 of 512; `--policy default` takes the model's preset, whose long prompts are prefilled layer by
-layer) with a KV pool of --pool-mb per rank, as 1 and as 3
-tensor-parallel ranks under mpirun, each rank under /usr/bin/time, and prints per rank: its
+layer) with a KV pool of --pool-mb per rank, as 1 and as 3 tensor-parallel ranks (--tp) under
+mpirun, each rank under /usr/bin/time, and prints per rank: its
 peak RSS, its share of the model file (file size / tp), the pool, and the margin left of the
 64 MiB allowance.
 
@@ -81,7 +81,8 @@ def main():
             ok &= m <= budget
             print(f"{tp:>3} {r:>4} | {m / MIB:>8.1f}M {shard / MIB:>7.1f}M {kv / MIB:>7.1f}M "
                   f"{budget / MIB:>7.1f}M | {(budget - m) / MIB:>15.1f}M")
-    print(f"prompt {result['prompt_tokens']} tokens, policy {args.policy}; budget = file / tp + KV pool + 64 MiB")
+    print(f"prompt {result['prompt_tokens']} tokens, policy {args.policy}; "
+          "budget = file / tp + KV pool + 64 MiB")
     os.unlink(prompt_file)
     return 0 if ok else 1
 
