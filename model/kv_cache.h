@@ -38,9 +38,10 @@ class KvBatch {
   virtual bool wants_logits(size_t s) const = 0;
   // Layers [layer_begin(s), layer_end(s)) of sequence s run in this forward (default: all; an
   // end past the last layer means the last). A prompt prefilled layer by layer over several
-  // forwards runs one range per forward: its rows enter from residual(s) when layer_begin(s) > 0
-  // and the residual stream [tokens(s)][d_model] is written back there when the range ends
-  // before the last layer. Only the batch's last sequence may run a range short of all layers.
+  // forwards runs one range per forward; its residual stream lives in residual(s)
+  // ([tokens(s)][d_model], kept by the caller between forwards), which the forward embeds into
+  // when layer_begin(s) == 0 and updates in place. Only the batch's last sequence may run a range
+  // short of all layers.
   virtual size_t layer_begin(size_t) const { return 0; }
   virtual size_t layer_end(size_t) const { return static_cast<size_t>(-1); }
   virtual float* residual(size_t) { return nullptr; }

@@ -44,11 +44,6 @@ bool LlamaModel::computes_logits() const {
   return shard_.tp_rank == 0 || shard_.lm_head == LmHeadMode::kVocabParallel;
 }
 
-void LlamaModel::add_row_parallel(float* x, float* partial, size_t count) const {
-  tp_->all_reduce(partial, count);
-  backend_->add(x, x, partial, count);
-}
-
 void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
                          std::vector<float>& logits, size_t n_logits) const {
   if (n == 0 || n_logits == 0 || n_logits > n) {
@@ -89,10 +84,10 @@ struct RowRun {
   std::vector<uint32_t> groups;  // the GEMM's row groups: one per prompt chunk
 };
 
-// The runs of the first n_seqs sequences of `batch`.
-std::vector<RowRun> row_runs(const KvBatch& batch, size_t n_seqs) {
+// The runs of sequences [s_begin, s_end) of `batch`, whose rows start at packed row row_begin.
+std::vector<RowRun> row_runs(const KvBatch& batch, size_t s_begin, size_t s_end, size_t row_begin) {
   std::vector<RowRun> runs;
-  for (size_t s = 0, row = 0; s < n_seqs; ++s) {
+  for (size_t s = s_begin, row = row_begin; s < s_end; ++s) {
     const size_t count = batch.tokens(s);
     const auto path = count == 1 ? k::decode_dots_path() : k::MatmulPath::kFloatGemm;
     if (runs.empty() || runs.back().path != path) runs.push_back({row, 0, path, {}});
@@ -118,15 +113,15 @@ void apply(k::Backend& backend, const Linear& w, const std::vector<RowRun>& runs
   }
 }
 
-// A slice of the rows that the feed-forward block runs at once, with its runs (row numbers
-// relative to the slice's first row).
+// A slice of the rows that the row-wise parts of a layer (the norms, projections and the
+// feed-forward block) run at once, with its runs (row numbers relative to the slice's first row).
 struct RowSlice {
   size_t begin, count;
   std::vector<RowRun> runs;
 };
 
-// `runs` cut into slices of at most max_rows rows, so that the feed-forward buffers ([rows][3F])
-// stay bounded however long a prompt is. Slices take whole GEMM groups where they fit; a group
+// `runs` cut into slices of at most max_rows rows, so that the per-slice buffers stay bounded
+// however long a prompt is. Slices take whole GEMM groups where they fit; a group
 // longer than max_rows is cut every max_rows rows from its own first row, so where a prompt is
 // cut never depends on its batch. Decode rows are independent and cut anywhere.
 std::vector<RowSlice> row_slices(const std::vector<RowRun>& runs, size_t max_rows) {
@@ -167,10 +162,14 @@ std::vector<RowSlice> row_slices(const std::vector<RowRun>& runs, size_t max_row
   return slices;
 }
 
-// Rows of a feed-forward slice: its buffers ([rows][3F] floats) within about 16 MiB.
-size_t ffn_slice_rows(size_t ffn_dim) {
+// Rows of a slice: its buffers (h [rows][D], gate_up [rows][2F], act [rows][F], F the ffn
+// columns of one rank) within about 16 MiB. The same on every rank, whose collectives go slice
+// by slice.
+size_t slice_rows(size_t d_model, size_t ffn_dim, size_t tp_size) {
   constexpr size_t kBytes = size_t(16) << 20;
-  return std::max<size_t>(64, kBytes / (3 * ffn_dim * sizeof(float)) / 64 * 64);
+  const size_t local_ffn = (ffn_dim + tp_size - 1) / tp_size;
+  const size_t row_bytes = (d_model + 3 * local_ffn) * sizeof(float);
+  return std::max<size_t>(64, kBytes / row_bytes / 64 * 64);
 }
 
 }  // namespace
@@ -183,24 +182,6 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const auto& c = local_;
   const size_t D = c.d_model, F = c.ffn_dim, QW = c.q_width(), KW = c.kv_width();
   const size_t qkv_width = QW + 2 * KW;
-  // Activations, token-major: x, h [n][D]; qkv [n][QW | KW | KW]; attn [n][QW];
-  // gate_up [r][2F], act [r][F] for a slice of r <= ffn_rows rows.
-  // With tensor parallelism, partial [n][D] takes the rank's share of a RowParallel output. It is
-  // h: the o projection runs once q, k and v have read h, and each feed-forward slice's down
-  // projection overwrites only the rows of h that its own gate and up projections have read.
-  k::Workspace& ws = workspace_;
-  float* x = ws.floats(kX, n * D);
-  float* h = ws.floats(kH, n * D);
-  float* qkv = ws.floats(kQkv, n * qkv_width);
-  float* attn = ws.floats(kAttn, n * QW);
-  const size_t ffn_rows = ffn_slice_rows(F);
-  float* gate_up = ws.floats(kGateUp, std::min(n, ffn_rows) * 2 * F);
-  float* act = ws.floats(kAct, std::min(n, ffn_rows) * F);
-  float* partial = tp_ ? h : nullptr;
-  k::Backend& be = *backend_;
-  // One rank: the RowParallel matmuls accumulate straight into x.
-  float* row_out = tp_ ? partial : x;
-  const bool accumulate = tp_ == nullptr;
   // A sequence that runs only layers [tail_begin, tail_end) is the batch's last: its `tail`
   // rows end the packing, so every layer runs on a prefix of the rows (all, or all but those).
   const size_t S = batch.size(), L = c.n_layers;
@@ -218,16 +199,37 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     tail_begin = b;
     tail_end = e;
   }
-  float* tail_residual = tail > 0 ? batch.residual(S - 1) : nullptr;
-  if (tail > 0 && tail_residual == nullptr) {
+  float* tail_x = tail > 0 ? batch.residual(S - 1) : nullptr;
+  if (tail > 0 && tail_x == nullptr) {
     throw std::invalid_argument("forward: a sequence runs a part of the layers without a residual");
   }
   const size_t head_rows = n - tail;
-  const std::vector<RowRun> runs = row_runs(batch, S);
-  const std::vector<RowRun> head_runs = tail > 0 ? row_runs(batch, S - 1) : runs;
-  const std::vector<RowSlice> slices = row_slices(runs, ffn_rows);
-  const std::vector<RowSlice> head_slices =
-      tail > 0 ? row_slices(head_runs, ffn_rows) : std::vector<RowSlice>{};
+  const size_t max_rows = slice_rows(config_.d_model, config_.ffn_dim, shard_.tp_size);
+  // Activations, token-major: the residual stream x [n][D], whose head rows live in the
+  // workspace and whose tail rows are the tail sequence's own residual, updated in place (a long
+  // prompt's stream is held once); qkv [n][QW | KW | KW] and attn [n][QW] for attention; per
+  // slice of r <= max_rows rows, h [r][D] (the norms' output, then under tensor parallelism the
+  // rank's share of a RowParallel output), gate_up [r][2F] and act [r][F].
+  k::Workspace& ws = workspace_;
+  float* x = ws.floats(kX, head_rows * D);
+  const auto x_row = [&](size_t t) {
+    return t < head_rows ? x + t * D : tail_x + (t - head_rows) * D;
+  };
+  float* h = ws.floats(kH, std::min(n, max_rows) * D);
+  float* qkv = ws.floats(kQkv, n * qkv_width);
+  float* attn = ws.floats(kAttn, n * QW);
+  float* gate_up = ws.floats(kGateUp, std::min(n, max_rows) * 2 * F);
+  float* act = ws.floats(kAct, std::min(n, max_rows) * F);
+  k::Backend& be = *backend_;
+  // Slices never straddle the head and the tail, so each slice's rows are contiguous.
+  const size_t head_seqs = tail > 0 ? S - 1 : S;
+  const std::vector<RowSlice> head_slices = row_slices(row_runs(batch, 0, head_seqs, 0), max_rows);
+  std::vector<RowSlice> slices = head_slices;
+  if (tail > 0) {
+    for (RowSlice& sl : row_slices(row_runs(batch, S - 1, S, head_rows), max_rows)) {
+      slices.push_back(std::move(sl));
+    }
+  }
   // Positions of the packed rows, and the rows whose logits are wanted (none for a sequence
   // whose range stops before the last layer).
   std::vector<int32_t> positions(n);
@@ -244,50 +246,67 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
 
-  const size_t embedded = tail_begin > 0 ? head_rows : n;
-  if (shard_.vocab_rows < config_.vocab_size) {
-    // Vocab-parallel embedding: each rank looks up the tokens of its own rows (zeros for the
-    // rest) and the sum joins them; one nonzero term per element, so the sum is exact.
-    be.embed_shard_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens,
-                        embedded, shard_.vocab_begin, shard_.vocab_rows, config_.vocab_size, D);
-    tp_->all_reduce(x, embedded * D);
-  } else {
-    be.embed_rows(x, weights_.token_embd.row(0), weights_.token_embd.format(), tokens, embedded,
-                  config_.vocab_size, D);
-  }
-  if (tail_residual && tail_begin > 0) std::copy_n(tail_residual, tail * D, x + head_rows * D);
+  // The token embedding of the head rows, and of the tail's when it starts at the first layer.
+  const auto embed = [&](float* out, const int32_t* ids, size_t count) {
+    if (count == 0) return;
+    if (shard_.vocab_rows < config_.vocab_size) {
+      // Vocab-parallel embedding: each rank looks up the tokens of its own rows (zeros for the
+      // rest) and the sum joins them; one nonzero term per element, so the sum is exact.
+      be.embed_shard_rows(out, weights_.token_embd.row(0), weights_.token_embd.format(), ids, count,
+                          shard_.vocab_begin, shard_.vocab_rows, config_.vocab_size, D);
+      tp_->all_reduce(out, count * D);
+    } else {
+      be.embed_rows(out, weights_.token_embd.row(0), weights_.token_embd.format(), ids, count,
+                    config_.vocab_size, D);
+    }
+  };
+  embed(x, tokens, head_rows);
+  if (tail > 0 && tail_begin == 0) embed(tail_x, tokens + head_rows, tail);
+
+  // x rows of slice `sl` += the slice's RowParallel output: accumulated in place on one rank,
+  // else each rank's share in h, summed over the ranks.
+  const auto add_row_parallel = [&](const Linear& w, const RowSlice& sl, const float* in) {
+    float* xs = x_row(sl.begin);
+    if (!tp_) {
+      apply(be, w, sl.runs, in, xs, D, /*accumulate=*/true);
+      return;
+    }
+    apply(be, w, sl.runs, in, h, D);
+    tp_->all_reduce(h, sl.count * D);
+    be.add(xs, xs, h, sl.count * D);
+  };
 
   for (size_t l = 0; l < L; ++l) {
     const auto& w = weights_.layers[l];
     const bool all = tail == 0 || (l >= tail_begin && l < tail_end);
     const size_t m = all ? n : head_rows;  // the rows this layer runs
     if (m == 0) continue;
-    const std::vector<RowRun>& r = all ? runs : head_runs;
-    be.rmsnorm(h, x, w.attn_norm.data(), m, D, c.rms_eps);
+    const std::vector<RowSlice>& layer_slices = all ? slices : head_slices;
     float* q = qkv;
     float* kk = q + QW;
     float* v = kk + KW;
-    apply(*backend_, w.wq, r, h, q, qkv_width);
-    apply(*backend_, w.wk, r, h, kk, qkv_width);
-    apply(*backend_, w.wv, r, h, v, qkv_width);
+    for (const RowSlice& sl : layer_slices) {
+      be.rmsnorm(h, x_row(sl.begin), w.attn_norm.data(), sl.count, D, c.rms_eps);
+      const size_t offset = sl.begin * qkv_width;
+      apply(be, w.wq, sl.runs, h, q + offset, qkv_width);
+      apply(be, w.wk, sl.runs, h, kk + offset, qkv_width);
+      apply(be, w.wv, sl.runs, h, v + offset, qkv_width);
+    }
     be.rope_adjacent(q, positions.data(), m, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
                      c.rope_theta);
     be.rope_adjacent(kk, positions.data(), m, c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
                      c.rope_theta);
     batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn, QW);
-    apply(*backend_, w.wo, r, attn, row_out, D, accumulate);
-    if (tp_) add_row_parallel(x, partial, m * D);
+    for (const RowSlice& sl : layer_slices) add_row_parallel(w.wo, sl, attn + sl.begin * QW);
 
-    be.rmsnorm(h, x, w.ffn_norm.data(), m, D, c.rms_eps);
-    for (const RowSlice& sl : all ? slices : head_slices) {
-      apply(*backend_, w.w_gate, sl.runs, h + sl.begin * D, gate_up, 2 * F);
-      apply(*backend_, w.w_up, sl.runs, h + sl.begin * D, gate_up + F, 2 * F);
+    for (const RowSlice& sl : layer_slices) {
+      be.rmsnorm(h, x_row(sl.begin), w.ffn_norm.data(), sl.count, D, c.rms_eps);
+      apply(be, w.w_gate, sl.runs, h, gate_up, 2 * F);
+      apply(be, w.w_up, sl.runs, h, gate_up + F, 2 * F);
       be.swiglu(act, gate_up, sl.count, F);
-      apply(*backend_, w.w_down, sl.runs, act, row_out + sl.begin * D, D, accumulate);
+      add_row_parallel(w.w_down, sl, act);
     }
-    if (tp_) add_row_parallel(x, partial, m * D);
   }
-  if (tail_residual && tail_end < L) std::copy_n(x + head_rows * D, tail * D, tail_residual);
   batch.commit();
   if (!computes_logits()) {
     logits.clear();
@@ -299,11 +318,11 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     return;
   }
   // The wanted rows, gathered (they are consecutive for one sequence: no copy then).
-  const float* last = x + logit_rows.front() * D;
-  if (logit_rows.back() - logit_rows.front() + 1 != n_logits) {
-    for (size_t i = 0; i < n_logits; ++i) {
-      std::copy_n(x + logit_rows[i] * D, D, h + i * D);
-    }
+  h = ws.floats(kH, n_logits * D);
+  const float* last = x_row(logit_rows.front());
+  const bool one_segment = logit_rows.front() >= head_rows || logit_rows.back() < head_rows;
+  if (logit_rows.back() - logit_rows.front() + 1 != n_logits || !one_segment) {
+    for (size_t i = 0; i < n_logits; ++i) std::copy_n(x_row(logit_rows[i]), D, h + i * D);
     last = h;
   }
   be.rmsnorm(h, last, weights_.output_norm.data(), n_logits, D, c.rms_eps);

@@ -64,8 +64,6 @@ class LlamaModel {
   // last n_logits rows; with several, for the last row of each that wants_logits().
   void run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
            size_t n_logits) const;
-  // x[0..n*D) += the sum over ranks of partial[0..n*D) (RowParallel output).
-  void add_row_parallel(float* x, float* partial, size_t count) const;
 
   ModelConfig config_;
   ModelConfig local_;
