@@ -23,7 +23,7 @@ what="${1:-all}"
 ADAKV_HOME="${ADAKV_HOME:-$HOME/.cache/adakv}"
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git unzip
+  build-essential cmake ninja-build pkg-config git unzip time
   libopenmpi-dev openmpi-bin iproute2
   libboost-dev libboost-system-dev
   libopenblas-dev
