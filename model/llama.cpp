@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -221,10 +222,11 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   float* gate_up = ws.floats(kGateUp, std::min(n, max_rows) * 2 * F);
   float* act = ws.floats(kAct, std::min(n, max_rows) * F);
   k::Backend& be = *backend_;
-  // Slices never straddle the head and the tail, so each slice's rows are contiguous.
+  // Slices never straddle the head and the tail, so each slice's rows are contiguous; the head's
+  // slices come first, and a layer that leaves the tail out runs only those.
   const size_t head_seqs = tail > 0 ? S - 1 : S;
-  const std::vector<RowSlice> head_slices = row_slices(row_runs(batch, 0, head_seqs, 0), max_rows);
-  std::vector<RowSlice> slices = head_slices;
+  std::vector<RowSlice> slices = row_slices(row_runs(batch, 0, head_seqs, 0), max_rows);
+  const size_t n_head_slices = slices.size();
   if (tail > 0) {
     for (RowSlice& sl : row_slices(row_runs(batch, S - 1, S, head_rows), max_rows)) {
       slices.push_back(std::move(sl));
@@ -281,7 +283,8 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     const bool all = tail == 0 || (l >= tail_begin && l < tail_end);
     const size_t m = all ? n : head_rows;  // the rows this layer runs
     if (m == 0) continue;
-    const std::vector<RowSlice>& layer_slices = all ? slices : head_slices;
+    const std::span<const RowSlice> layer_slices(slices.data(),
+                                                 all ? slices.size() : n_head_slices);
     float* q = qkv;
     float* kk = q + QW;
     float* v = kk + KW;
