@@ -95,10 +95,40 @@ enum class MatmulPath {
 void set_decode_dots(MatmulPath path);
 MatmulPath decode_dots_path();
 
+// How a weight matrix's blocks lie in memory.
+//  - kRows: as the GGUF stores them, row after row.
+//  - kInterleaved: groups of kInterleaveRows rows (the last group padded with zero rows), each
+//    group block by block; within a block the rows' scales come first (16 fp16 d, then 16 fp16
+//    m for Q4_1), then the quants element by element, the 16 rows of an element side by side
+//    (Q8_0: one byte per row; Q4_0 / Q4_1: one byte per row holding elements 2i, low nibble,
+//    and 2i + 1). A group is as many bytes as its 16 rows in kRows. One vector then holds one
+//    element of 16 rows, each output is one FMA chain along K (no horizontal sums), and the
+//    conversion of a weight to float32 is shared by up to 16 activation rows. Q8_0, Q4_0 and
+//    Q4_1 only, on the float paths (kFloatDots, kFloatGemm, kAuto: float dots below 32 rows).
+enum class WeightLayout { kRows, kInterleaved };
+inline constexpr size_t kInterleaveRows = 16;
+
+// Whether format f can be interleaved.
+bool interleavable(WeightFormat f);
+// Bytes of N x K weights of format f interleaved (N rounded up to kInterleaveRows); 0 when f is
+// not interleavable or K is not a multiple of its block.
+size_t interleaved_bytes(WeightFormat f, size_t N, size_t K);
+// Writes the N x K weights w (kRows) into out (interleaved_bytes(f, N, K) bytes) interleaved.
+Status interleave_weights(void* out, const void* w, WeightFormat f, size_t N, size_t K);
+// The layout this process's CPU kernels multiply format f fastest in: kInterleaved on AVX-512
+// for the interleavable formats while the decode rows take float dots (interleaved weights have
+// no int8 or int16 row dots: set_decode_dots comes before loading), else kRows.
+// ADAKV_WEIGHT_LAYOUT=rows in the environment keeps every weight in kRows (comparisons).
+WeightLayout preferred_weight_layout(WeightFormat f);
+
 struct MatmulOptions {
   size_t ldy = 0;           // row stride of y in floats; 0 means N
   bool accumulate = false;  // y += x W^T instead of y = x W^T
   MatmulPath path = MatmulPath::kAuto;
+  // The layout of w. kInterleaved takes the float paths only (kRowDots and kInt16Dots are
+  // kInvalidArgument there); each output is then sum_k W[n][k] x[m][k] as one FMA chain in k
+  // order on every level, so the scalar, AVX2 and AVX-512 levels give the same bits.
+  WeightLayout layout = WeightLayout::kRows;
   // The float GEMM path only: the M rows as consecutive groups of these sizes (summing to M),
   // one GEMM per group against each decoded weight panel. OpenBLAS's result for a row depends
   // on the call's M, so a row's numbers depend only on its group (a prompt chunk computes the
@@ -118,7 +148,8 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
 // token embedding lookup). kInvalidArgument for an id outside [0, n_rows) or a dim that is not
 // a multiple of block_elements(f).
 Status dequantize_rows(float* out, const void* w, WeightFormat f, const int32_t* ids, size_t T,
-                       size_t n_rows, size_t dim, Stream stream = {});
+                       size_t n_rows, size_t dim, WeightLayout layout = WeightLayout::kRows,
+                       Stream stream = {});
 
 inline Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M,
                            size_t N, size_t K, Stream stream = {}) {

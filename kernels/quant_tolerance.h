@@ -37,6 +37,10 @@ inline constexpr QuantTolerance quant_tolerance(WeightFormat f) {
 // The activation term of the 16-bit path relative to the 8-bit one: 127 / 32767.
 inline constexpr float kInt16ActFactor = 127.0f / 32767.0f;
 
+// Interleaved weights (WeightLayout::kInterleaved): one float32 FMA chain along K per output,
+// no activation rounding; relative to sum_k |x w|.
+inline constexpr float kInterleavedRel = 1e-5f;
+
 // Two dispatch levels (e.g. scalar vs AVX2) on the same input, relative to sum_k |x w|: the
 // integer dot products are exact in both; only the order of the float32 accumulation differs.
 inline constexpr float kQuantLevelAgreementRel = 1e-5f;

@@ -48,6 +48,10 @@ Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name,
   l.out_ = count;
   l.row_bytes_ = k::row_bytes(l.format_, in);
   l.data_ = f.tensor_data(t) + begin * l.row_bytes_;
+  if (k::preferred_weight_layout(l.format_) != k::WeightLayout::kRows) {
+    l.own(std::vector<uint8_t>(l.data_, l.data_ + count * l.row_bytes_));
+    f.release_pages(f.tensor_data(t) + begin * l.row_bytes_, count * l.row_bytes_);
+  }
   return l;
 }
 
@@ -81,18 +85,32 @@ Linear Linear::row_parallel(const gguf::GgufFile& f, const std::string& name, si
   l.row_bytes_ = k::row_bytes(format, count);
   const size_t full_row = k::row_bytes(format, in), skip = k::row_bytes(format, begin);
   const uint8_t* src = f.tensor_data(t);
-  l.owned_.resize(out * l.row_bytes_);
+  std::vector<uint8_t> rows(out * l.row_bytes_);
   for (size_t r = 0; r < out; ++r) {
-    std::memcpy(l.owned_.data() + r * l.row_bytes_, src + r * full_row + skip, l.row_bytes_);
+    std::memcpy(rows.data() + r * l.row_bytes_, src + r * full_row + skip, l.row_bytes_);
   }
   f.release_pages(src, out * full_row);
-  l.data_ = l.owned_.data();
+  l.own(std::move(rows));
   return l;
+}
+
+void Linear::own(std::vector<uint8_t> rows) {
+  layout_ = k::preferred_weight_layout(format_);
+  if (layout_ == k::WeightLayout::kInterleaved) {
+    std::vector<uint8_t> packed(k::interleaved_bytes(format_, out_, in_));
+    k::check(k::interleave_weights(packed.data(), rows.data(), format_, out_, in_),
+             "interleave_weights");
+    rows = std::move(packed);
+  }
+  owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(rows));
+  data_ = owned_->data();
 }
 
 void Linear::forward(k::Backend& backend, float* y, const float* x, size_t M,
                      const k::MatmulOptions& options) const {
-  backend.matmul_quant(y, x, data_, format_, M, out_, in_, options);
+  k::MatmulOptions o = options;
+  o.layout = layout_;
+  backend.matmul_quant(y, x, data_, format_, M, out_, in_, o);
 }
 
 }  // namespace adakv::model

@@ -6,11 +6,14 @@
 //   RowParallel: a range of columns (input features) of every row, cut at block boundaries and
 //   copied into memory the layer owns (the mapped pages it read are released again).
 // A cut inside a quantization block cannot be represented: it is an error at load that names
-// the tensor, its format and the offending offset.
+// the tensor, its format and the offending offset. Where the CPU kernels multiply a format
+// faster interleaved (kernels::preferred_weight_layout), the shard is copied into that layout
+// at load and the mapped pages are released; copies of a Linear share that memory.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,11 +46,12 @@ class Linear {
   size_t in_features() const { return in_; }
   size_t out_features() const { return out_; }
   kernels::WeightFormat format() const { return format_; }
+  kernels::WeightLayout layout() const { return layout_; }
   Parallelism parallelism() const { return parallelism_; }
   // Bytes of the shard (what one product reads).
   size_t bytes() const { return out_ * row_bytes_; }
-  // Row r of the shard, in the weight format.
-  const uint8_t* row(size_t r) const { return data_ + r * row_bytes_; }
+  // The shard's weights, in format() and layout().
+  const uint8_t* data() const { return data_; }
 
   // y[m][n] (+)= sum_k x[m][k] W[n][k] for M rows on `backend`: x [M][in_features] contiguous,
   // y row stride options.ldy (0: out_features). Throws std::invalid_argument on bad arguments.
@@ -55,9 +59,13 @@ class Linear {
                const kernels::MatmulOptions& options = {}) const;
 
  private:
+  // The shard copied into memory (a row-parallel cut, or another layout), else null.
+  void own(std::vector<uint8_t> rows);
+
   const uint8_t* data_ = nullptr;  // into the mapped file, or owned_
-  std::vector<uint8_t> owned_;
+  std::shared_ptr<const std::vector<uint8_t>> owned_;
   kernels::WeightFormat format_ = kernels::WeightFormat::kF32;
+  kernels::WeightLayout layout_ = kernels::WeightLayout::kRows;
   Parallelism parallelism_ = Parallelism::kReplicated;
   size_t in_ = 0, out_ = 0, row_bytes_ = 0;
 };

@@ -254,11 +254,13 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     if (shard_.vocab_rows < config_.vocab_size) {
       // Vocab-parallel embedding: each rank looks up the tokens of its own rows (zeros for the
       // rest) and the sum joins them; one nonzero term per element, so the sum is exact.
-      be.embed_shard_rows(out, weights_.token_embd.row(0), weights_.token_embd.format(), ids, count,
+      be.embed_shard_rows(out, weights_.token_embd.data(), weights_.token_embd.format(),
+                          weights_.token_embd.layout(), ids, count,
                           shard_.vocab_begin, shard_.vocab_rows, config_.vocab_size, D);
       tp_->all_reduce(out, count * D);
     } else {
-      be.embed_rows(out, weights_.token_embd.row(0), weights_.token_embd.format(), ids, count,
+      be.embed_rows(out, weights_.token_embd.data(), weights_.token_embd.format(),
+                    weights_.token_embd.layout(), ids, count,
                     config_.vocab_size, D);
     }
   };

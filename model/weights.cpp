@@ -38,8 +38,10 @@ Weights Weights::load(std::shared_ptr<const gguf::GgufFile> file, const ModelCon
   w.token_embd =
       Linear::column_parallel(f, "token_embd.weight", D, c.vocab_size, s.vocab_begin, s.vocab_rows);
   w.output_norm = load_vector(f, "output_norm.weight", D);
-  w.lm_head = Linear::column_parallel(f, c.tied_embeddings ? "token_embd.weight" : "output.weight",
-                                      D, c.vocab_size, s.vocab_begin, s.vocab_rows);
+  // Tied: the same rows, and the same memory where the shard was copied.
+  w.lm_head = c.tied_embeddings ? w.token_embd
+                                : Linear::column_parallel(f, "output.weight", D, c.vocab_size,
+                                                          s.vocab_begin, s.vocab_rows);
   w.layers.resize(c.n_layers);
   for (size_t i = 0; i < c.n_layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);

@@ -33,12 +33,13 @@ class CpuBackend final : public Backend {
                     size_t K, const MatmulOptions& options) override {
     check(kernels::matmul_quant(y, x, w, f, M, N, K, options), "matmul_quant");
   }
-  void embed_rows(float* out, const void* table, WeightFormat f, const int32_t* ids, size_t T,
-                  size_t n_rows, size_t dim) override {
-    check(kernels::dequantize_rows(out, table, f, ids, T, n_rows, dim), "embed_rows");
+  void embed_rows(float* out, const void* table, WeightFormat f, WeightLayout layout,
+                  const int32_t* ids, size_t T, size_t n_rows, size_t dim) override {
+    check(kernels::dequantize_rows(out, table, f, ids, T, n_rows, dim, layout), "embed_rows");
   }
-  void embed_shard_rows(float* out, const void* table, WeightFormat f, const int32_t* ids, size_t T,
-                        size_t row_begin, size_t n_rows, size_t vocab, size_t dim) override {
+  void embed_shard_rows(float* out, const void* table, WeightFormat f, WeightLayout layout,
+                        const int32_t* ids, size_t T, size_t row_begin, size_t n_rows, size_t vocab,
+                        size_t dim) override {
     for (size_t t = 0; t < T; ++t) {
       if (ids[t] < 0 || size_t(ids[t]) >= vocab) {
         throw std::invalid_argument("embed_shard_rows: token id " + std::to_string(ids[t]) +
@@ -51,7 +52,8 @@ class CpuBackend final : public Backend {
         continue;
       }
       const int32_t local = static_cast<int32_t>(id - row_begin);
-      check(kernels::dequantize_rows(row, table, f, &local, 1, n_rows, dim), "embed_shard_rows");
+      check(kernels::dequantize_rows(row, table, f, &local, 1, n_rows, dim, layout),
+            "embed_shard_rows");
     }
   }
   void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,

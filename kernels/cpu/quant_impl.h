@@ -12,6 +12,10 @@ namespace adakv::kernels::quant_detail {
 // Activations are quantized in blocks of this many elements (all quantized K are multiples).
 inline constexpr size_t kActBlock = 32;
 
+// From this many activation rows on (MatmulPath::kAuto), weights are decoded to float32 panels
+// for a BLAS GEMM.
+inline constexpr size_t kGemmMinRows = 32;
+
 // One matmul_quant call as the row kernels see it.
 struct Job {
   float* y;  // [M][N], row stride ldy
@@ -63,6 +67,37 @@ void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw
 // The same values, AVX2 (only the sums s may round in another order).
 void avx2_quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
                           float* xs);
+
+// One product against interleaved weights (WeightLayout::kInterleaved, kernels/quant.h).
+struct InterleavedJob {
+  float* y;  // [M][N], row stride ldy
+  size_t ldy;
+  bool accumulate;
+  const uint8_t* w;  // ceil(N / 16) groups of group_bytes
+  size_t group_bytes;
+  size_t N;
+  size_t K;
+  const float* x;   // [M][K]
+  const float* xt;  // the dots: x transposed, [K][M] (a k's activation rows side by side)
+  size_t M;
+};
+
+// y rows [m0, m1), columns of groups [g0, g1): each output one FMA chain along K in k order.
+using InterleavedDotsFn = void (*)(const InterleavedJob&, size_t g0, size_t g1, size_t m0,
+                                   size_t m1);
+// Groups [g, g + ng) as float32 weights, panel [K][16 * ng] (column c is weight row 16 g + c).
+using InterleavedPanelFn = void (*)(const InterleavedJob&, size_t g, size_t ng, float* panel);
+
+InterleavedDotsFn avx512_interleaved_dots(WeightFormat f);
+InterleavedPanelFn avx512_interleaved_panel(WeightFormat f);
+InterleavedDotsFn avx2_interleaved_dots(WeightFormat f);
+InterleavedPanelFn avx2_interleaved_panel(WeightFormat f);
+
+// matmul_quant on interleaved weights (quant_interleaved.cpp); arguments already checked.
+Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightFormat f, size_t M,
+                          size_t N, size_t K, const MatmulOptions& options);
+// Row n of interleaved weights as float32, out [K].
+void dequantize_interleaved_row(const uint8_t* w, WeightFormat f, size_t K, size_t n, float* out);
 
 constexpr bool is_float_format(WeightFormat f) {
   return f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16;

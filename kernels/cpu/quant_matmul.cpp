@@ -99,8 +99,6 @@ bool cpu_has(QuantLevel level) {
 
 std::atomic<int> g_level{-1};  // -1: not chosen yet
 
-// From this many activation rows on, weights are decoded to float32 panels for a BLAS GEMM.
-constexpr size_t kGemmMinRows = 32;
 constexpr size_t kPanel = 64;
 
 // ---- Scalar reference level -------------------------------------------------------------
@@ -497,6 +495,9 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
     for (size_t i = 0; i < n_groups; ++i) rows += groups[i];
     if (rows != M) return Status::kInvalidArgument;
   }
+  if (options.layout == WeightLayout::kInterleaved) {
+    return matmul_interleaved(y, x, static_cast<const uint8_t*>(w), f, M, N, K, options);
+  }
 
   RowsFn fn = nullptr;
   switch (quant_level()) {
@@ -654,13 +655,21 @@ Status matmul_quant(float* y, const float* x, const void* w, WeightFormat f, siz
 }
 
 Status dequantize_rows(float* out, const void* w, WeightFormat f, const int32_t* ids, size_t T,
-                       size_t n_rows, size_t dim, Stream) {
+                       size_t n_rows, size_t dim, WeightLayout layout, Stream) {
   const FormatInfo* fi = find_format(static_cast<uint32_t>(f));
   if (!fi || dim == 0 || dim % fi->block_elements != 0) return Status::kInvalidArgument;
   if (T == 0) return Status::kOk;
   if (!out || !w || !ids) return Status::kInvalidArgument;
   for (size_t t = 0; t < T; ++t) {
     if (ids[t] < 0 || static_cast<size_t>(ids[t]) >= n_rows) return Status::kInvalidArgument;
+  }
+  if (layout == WeightLayout::kInterleaved) {
+    if (!interleavable(f)) return Status::kInvalidArgument;
+    for (size_t t = 0; t < T; ++t) {
+      dequantize_interleaved_row(static_cast<const uint8_t*>(w), f, dim,
+                                 static_cast<size_t>(ids[t]), out + t * dim);
+    }
+    return Status::kOk;
   }
   const DequantFn dq = quant_level() == QuantLevel::kScalar ? scalar_dequant(f) : avx2_dequant(f);
   Job job{};
