@@ -93,6 +93,9 @@ InterleavedPanelFn avx512_interleaved_panel(WeightFormat f);
 InterleavedDotsFn avx2_interleaved_dots(WeightFormat f);
 InterleavedPanelFn avx2_interleaved_panel(WeightFormat f);
 
+// Columns [k0, k1) of x [M][K] transposed into xt [K][M] (AVX-512; others: a scalar loop).
+void avx512_transpose(const float* x, size_t M, size_t K, size_t k0, size_t k1, float* xt);
+
 // matmul_quant on interleaved weights (quant_interleaved.cpp); arguments already checked.
 Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightFormat f, size_t M,
                           size_t N, size_t K, const MatmulOptions& options);

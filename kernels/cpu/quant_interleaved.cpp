@@ -201,23 +201,35 @@ Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightForm
     }
     return Status::kOk;
   }
-  // The kernels broadcast x[m][k] for the rows of a tile from one base address.
+  // The kernels broadcast x[m][k] for the rows of a tile from one base address: x is
+  // transposed first, each thread its share of the columns, then every thread runs its groups.
   thread_local std::vector<float> xt;
   if (M > 1) {
     if (xt.size() < M * K) xt.resize(M * K);
-    for (size_t m = 0; m < M; ++m) {
-      for (size_t k = 0; k < K; ++k) xt[k * M + m] = x[m * K + k];
-    }
     job.xt = xt.data();
   }
   const InterleavedDotsFn fn = level == QuantLevel::kAvx512 ? avx512_interleaved_dots(f)
                                : level == QuantLevel::kAvx2 ? avx2_interleaved_dots(f)
                                                             : nullptr;
+  float* const xt_out = xt.data();
 #pragma omp parallel num_threads(threads)
   {
     const size_t nt = static_cast<size_t>(omp_get_num_threads());
+    const size_t t = static_cast<size_t>(omp_get_thread_num());
+    if (M > 1) {
+      const size_t cols = (K / 16 + nt - 1) / nt * 16;
+      const size_t k0 = std::min(K, cols * t), k1 = std::min(K, k0 + cols);
+      if (level == QuantLevel::kAvx512) {
+        avx512_transpose(x, M, K, k0, k1, xt_out);
+      } else {
+        for (size_t m = 0; m < M; ++m) {
+          for (size_t k = k0; k < k1; ++k) xt_out[k * M + m] = x[m * K + k];
+        }
+      }
+#pragma omp barrier
+    }
     const size_t chunk = (groups + nt - 1) / nt;
-    const size_t g0 = std::min(groups, chunk * static_cast<size_t>(omp_get_thread_num()));
+    const size_t g0 = std::min(groups, chunk * t);
     const size_t g1 = std::min(groups, g0 + chunk);
     if (g1 > g0) {
       if (fn) {

@@ -144,7 +144,52 @@ ADAKV_AVX512_FN void panel(const InterleavedJob& job, size_t g, size_t ng, float
   }
 }
 
+// Columns [k, k + 16) of rows [m, m + 16) of x [M][K] into xt [K][M].
+ADAKV_AVX512_INLINE void transpose16(const float* x, size_t M, size_t K, size_t m, size_t k,
+                                     float* xt) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    const __m512 a = _mm512_loadu_ps(x + (m + static_cast<size_t>(i)) * K + k);
+    const __m512 b = _mm512_loadu_ps(x + (m + static_cast<size_t>(i) + 1) * K + k);
+    t[i] = _mm512_unpacklo_ps(a, b);  // per 128-bit lane L: a[4L], b[4L], a[4L+1], b[4L+1]
+    t[i + 1] = _mm512_unpackhi_ps(a, b);
+  }
+  // u[4q + c]: per lane L, rows 4q..4q+3 of column 4L + c.
+  for (int q = 0; q < 4; ++q) {
+    const __m512d lo0 = _mm512_castps_pd(t[4 * q]), hi0 = _mm512_castps_pd(t[4 * q + 1]);
+    const __m512d lo1 = _mm512_castps_pd(t[4 * q + 2]), hi1 = _mm512_castps_pd(t[4 * q + 3]);
+    u[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, lo1));
+    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, lo1));
+    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi0, hi1));
+    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);  // lanes 0, 2 of each
+    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);  // lanes 1, 3
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    const size_t col = k + static_cast<size_t>(c);
+    _mm512_storeu_ps(xt + col * M + m, _mm512_shuffle_f32x4(v0, v2, 0x88));
+    _mm512_storeu_ps(xt + (col + 8) * M + m, _mm512_shuffle_f32x4(v0, v2, 0xdd));
+    _mm512_storeu_ps(xt + (col + 4) * M + m, _mm512_shuffle_f32x4(v1, v3, 0x88));
+    _mm512_storeu_ps(xt + (col + 12) * M + m, _mm512_shuffle_f32x4(v1, v3, 0xdd));
+  }
+}
+
 }  // namespace
+
+ADAKV_AVX512_FN void avx512_transpose(const float* x, size_t M, size_t K, size_t k0, size_t k1,
+                                      float* xt) {
+  size_t m = 0;
+  if (k0 % 16 == 0 && k1 % 16 == 0) {
+    for (; m + 16 <= M; m += 16) {
+      for (size_t k = k0; k < k1; k += 16) transpose16(x, M, K, m, k, xt);
+    }
+  }
+  for (; m < M; ++m) {
+    for (size_t k = k0; k < k1; ++k) xt[k * M + m] = x[m * K + k];
+  }
+}
 
 InterleavedDotsFn avx512_interleaved_dots(WeightFormat f) {
   switch (f) {
