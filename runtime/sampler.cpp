@@ -19,6 +19,24 @@ void SamplingParams::validate() const {
 }
 
 int32_t argmax(const float* logits, size_t n) {
+  // The largest value by a vectorised reduction, then the first block holding it; NaNs (never
+  // chosen, as by the scalar scan) make the reduction's result NaN or leave it alone, and a
+  // NaN result takes the scalar scan.
+  if (n == 0 || std::isnan(logits[0])) return 0;
+  float top = logits[0];
+#pragma omp simd reduction(max : top)
+  for (size_t i = 1; i < n; ++i) top = std::max(top, logits[i]);
+  constexpr size_t kBlock = 64;
+  for (size_t b = 0; b < n && !std::isnan(top); b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    int hit = 0;
+#pragma omp simd reduction(| : hit)
+    for (size_t i = b; i < e; ++i) hit |= logits[i] == top;
+    if (!hit) continue;
+    for (size_t i = b; i < e; ++i) {
+      if (logits[i] == top) return static_cast<int32_t>(i);
+    }
+  }
   size_t best = 0;
   for (size_t i = 1; i < n; ++i) {
     if (logits[i] > logits[best]) best = i;

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "runtime/sampler.h"
@@ -12,6 +15,38 @@ TEST(Sampler, GreedyPicksArgmaxLowestIndexOnTies) {
   const std::vector<float> logits = {0.1f, 3.0f, -1.0f, 3.0f};
   Sampler s({0.0f, 1.0f, 0, 0});
   EXPECT_EQ(s.sample(logits.data(), logits.size()), 1);
+}
+
+// argmax against the plain scan (the first strictly larger value wins, NaNs never do) on a
+// vocabulary-sized row: ties across blocks, the maximum in the last partial block, NaNs, zeros.
+TEST(Sampler, ArgmaxIsThePlainScan) {
+  const auto scan = [](const std::vector<float>& v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i) {
+      if (v[i] > v[best]) best = i;
+    }
+    return static_cast<int32_t>(best);
+  };
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t n : {1, 63, 64, 65, 1000, 49152}) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = normal(rng);
+    EXPECT_EQ(adakv::runtime::argmax(v.data(), n), scan(v)) << n;
+    v[n - 1] = 100.0f;
+    EXPECT_EQ(adakv::runtime::argmax(v.data(), n), scan(v)) << n;
+    if (n > 70) {
+      v[n / 2] = 100.0f;  // a tie: the lower index
+      v[3] = nan;
+      EXPECT_EQ(adakv::runtime::argmax(v.data(), n), scan(v)) << n;
+      EXPECT_EQ(adakv::runtime::argmax(v.data(), n), static_cast<int32_t>(n / 2)) << n;
+    }
+    v[0] = nan;
+    EXPECT_EQ(adakv::runtime::argmax(v.data(), n), 0) << n;
+  }
+  std::vector<float> zeros = {-0.0f, 0.0f, -1.0f, 0.0f};
+  EXPECT_EQ(adakv::runtime::argmax(zeros.data(), zeros.size()), scan(zeros));
 }
 
 TEST(Sampler, TopKOneIsGreedy) {
