@@ -77,9 +77,9 @@ class Backend {
   // The lookup of a vocab-parallel embedding: `table` holds rows [row_begin, row_begin + n_rows)
   // of a [vocab][dim] table; out[t][:] is row ids[t] where this shard holds it, else zeros, so
   // that the sum over the shards is the whole lookup. An id outside [0, vocab) is an error.
-  virtual void embed_shard_rows(float* out, const void* table, WeightFormat f,
-                                WeightLayout layout, const int32_t* ids, size_t T,
-                                size_t row_begin, size_t n_rows, size_t vocab, size_t dim) = 0;
+  virtual void embed_shard_rows(float* out, const void* table, WeightFormat f, WeightLayout layout,
+                                const int32_t* ids, size_t T, size_t row_begin, size_t n_rows,
+                                size_t vocab, size_t dim) = 0;
   virtual void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads,
                              size_t head_dim, size_t rot_dim, size_t token_stride, float theta) = 0;
   virtual void swiglu(float* out, const float* gate_up, size_t T, size_t F) = 0;

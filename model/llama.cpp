@@ -255,13 +255,12 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
       // Vocab-parallel embedding: each rank looks up the tokens of its own rows (zeros for the
       // rest) and the sum joins them; one nonzero term per element, so the sum is exact.
       be.embed_shard_rows(out, weights_.token_embd.data(), weights_.token_embd.format(),
-                          weights_.token_embd.layout(), ids, count,
-                          shard_.vocab_begin, shard_.vocab_rows, config_.vocab_size, D);
+                          weights_.token_embd.layout(), ids, count, shard_.vocab_begin,
+                          shard_.vocab_rows, config_.vocab_size, D);
       tp_->all_reduce(out, count * D);
     } else {
       be.embed_rows(out, weights_.token_embd.data(), weights_.token_embd.format(),
-                    weights_.token_embd.layout(), ids, count,
-                    config_.vocab_size, D);
+                    weights_.token_embd.layout(), ids, count, config_.vocab_size, D);
     }
   };
   embed(x, tokens, head_rows);

@@ -115,7 +115,8 @@ Status interleave_weights(void* out, const void* w, WeightFormat f, size_t N, si
           if (f == WeightFormat::kQ8_0) {
             blk[qo + k * kG + j] = static_cast<uint8_t>(rows_quant(f, s, k));
           } else {
-            blk[qo + (k / 2) * kG + j] |= static_cast<uint8_t>(rows_quant(f, s, k) << (4 * (k % 2)));
+            blk[qo + (k / 2) * kG + j] |=
+                static_cast<uint8_t>(rows_quant(f, s, k) << (4 * (k % 2)));
           }
         }
       }
@@ -155,8 +156,16 @@ Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightForm
   if (options.path == MatmulPath::kRowDots || options.path == MatmulPath::kInt16Dots) {
     return Status::kInvalidArgument;
   }
-  InterleavedJob job{y, options.ldy == 0 ? N : options.ldy, options.accumulate, w,
-                     kG * row_bytes(f, K), N, K, x, x, M};
+  InterleavedJob job{y,
+                     options.ldy == 0 ? N : options.ldy,
+                     options.accumulate,
+                     w,
+                     kG * row_bytes(f, K),
+                     N,
+                     K,
+                     x,
+                     x,
+                     M};
   const size_t groups = (N + kG - 1) / kG;
   const int threads = M * N * K < (size_t{1} << 18) ? 1 : omp_get_max_threads();
   const QuantLevel level = quant_level();
@@ -178,7 +187,8 @@ Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightForm
       thread_local std::vector<float> panel;
       if (panel.size() < K * kG * kPanelGroups) panel.resize(K * kG * kPanelGroups);
       const size_t nt = static_cast<size_t>(omp_get_num_threads());
-      const size_t chunk = ((groups + nt - 1) / nt + kPanelGroups - 1) / kPanelGroups * kPanelGroups;
+      const size_t chunk =
+          ((groups + nt - 1) / nt + kPanelGroups - 1) / kPanelGroups * kPanelGroups;
       const size_t q0 = std::min(groups, chunk * static_cast<size_t>(omp_get_thread_num()));
       const size_t q1 = std::min(groups, q0 + chunk);
       for (size_t g = q0; g < q1; g += kPanelGroups) {

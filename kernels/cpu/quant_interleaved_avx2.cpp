@@ -26,9 +26,10 @@ template <WeightFormat F>
 ADAKV_AVX2_INLINE void block_scales(const uint8_t* blk, Half2& d, Half2& m) {
   for (int h = 0; h < 2; ++h) {
     d.v[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
-    m.v[h] = F == WeightFormat::kQ4_1 ? _mm256_cvtph_ps(_mm_loadu_si128(
-                                            reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)))
-                                      : _mm256_setzero_ps();
+    m.v[h] =
+        F == WeightFormat::kQ4_1
+            ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)))
+            : _mm256_setzero_ps();
   }
 }
 

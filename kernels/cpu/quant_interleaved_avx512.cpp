@@ -55,6 +55,7 @@ ADAKV_AVX512_INLINE void element_pair(const uint8_t* blk, size_t k, __m512 d, __
 template <WeightFormat F, int G, int R>
 ADAKV_AVX512_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
   const size_t bb = kG * block_bytes(F), nb = job.K / 32;
+  const size_t ahead = std::max<size_t>(2, 2560 / bb) * bb;
   __m512 acc[G][R];
   for (int i = 0; i < G; ++i) {
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
@@ -67,8 +68,9 @@ ADAKV_AVX512_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
     for (int i = 0; i < G; ++i) {
       blk[i] = job.w + (g + static_cast<size_t>(i)) * job.group_bytes + b * bb;
       block_scales<F>(blk[i], d[i], mn[i]);
-      // Two blocks ahead: the stream of each group is requested before it is needed.
-      for (size_t c = 0; c < bb; c += 64) _mm_prefetch(blk[i] + 2 * bb + c, _MM_HINT_T0);
+      // About 2.5 KiB ahead in each group's stream, so that decode (one activation row) keeps
+      // enough reads from memory in flight.
+      for (size_t c = 0; c < bb; c += 64) _mm_prefetch(blk[i] + ahead + c, _MM_HINT_T0);
     }
     for (size_t k = 0; k < 32; k += 2) {
       const size_t e = b * 32 + k;

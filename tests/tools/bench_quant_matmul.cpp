@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   AlignedFloats x(128 * K);
   std::vector<float> y(128 * N);
   for (auto& v : x) v = normal(rng);
-  std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %10s %10s %10s %12s %12s %12s %12s %12s\n",
-              N, K, "format", "level", "thr", "MB", "M=1 GB/s", "f32dots", "int16dots", "il-dots",
+  std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %10s %10s %10s %12s %12s %12s %12s %12s\n", N,
+              K, "format", "level", "thr", "MB", "M=1 GB/s", "f32dots", "int16dots", "il-dots",
               "M=16 GFLOP/s", "f32dots", "int16dots", "il-dots", "M=128 GFLOP/s");
   {
     // The float32 reference path of the model today: kernels::matmul (OpenBLAS) on a float copy.
@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
             "%-6s %-6s %-3d %10.1f %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f %12.1f %12.1f "
             "%12.1f\n",
             k::weight_format_name(f), k::quant_level_name(level), threads, mb, mb / 1e3 / t1,
-            mb / 1e3 / d1, mb / 1e3 / i1, l1 > 0 ? mb / 1e3 / l1 : 0.0, flop16 / t16,
-            flop16 / d16, flop16 / i16, l16 > 0 ? flop16 / l16 : 0.0,
+            mb / 1e3 / d1, mb / 1e3 / i1, l1 > 0 ? mb / 1e3 / l1 : 0.0, flop16 / t16, flop16 / d16,
+            flop16 / i16, l16 > 0 ? flop16 / l16 : 0.0,
             t128 > 0 ? 2.0 * 128 * N * K / t128 / 1e9 : 0.0);
       }
     }

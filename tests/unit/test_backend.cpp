@@ -47,12 +47,13 @@ TEST(Backend, EmbedRowsDecodesTheLookedUpRows) {
   const auto table = adakv::test::random_vector(rows * dim, 9);
   const int32_t ids[] = {4, 0, 4};
   std::vector<float> out(3 * dim);
-  k::cpu_backend().embed_rows(out.data(), table.data(), k::WeightFormat::kF32, k::WeightLayout::kRows, ids, 3, rows, dim);
+  k::cpu_backend().embed_rows(out.data(), table.data(), k::WeightFormat::kF32,
+                              k::WeightLayout::kRows, ids, 3, rows, dim);
   for (size_t t = 0; t < 3; ++t)
     for (size_t i = 0; i < dim; ++i) EXPECT_EQ(out[t * dim + i], table[ids[t] * dim + i]);
   const int32_t bad[] = {5};
-  EXPECT_THROW(k::cpu_backend().embed_rows(out.data(), table.data(), k::WeightFormat::kF32, k::WeightLayout::kRows, bad, 1,
-                                           rows, dim),
+  EXPECT_THROW(k::cpu_backend().embed_rows(out.data(), table.data(), k::WeightFormat::kF32,
+                                           k::WeightLayout::kRows, bad, 1, rows, dim),
                std::invalid_argument);
 }
 
@@ -63,7 +64,8 @@ TEST(Backend, EmbedShardRowsSumToTheWholeLookup) {
   std::vector<float> sum(4 * dim, 0.0f), out(4 * dim);
   for (size_t shard = 0; shard < 3; ++shard) {
     k::cpu_backend().embed_shard_rows(out.data(), table.data() + shard * 2 * dim,
-                                      k::WeightFormat::kF32, k::WeightLayout::kRows, ids, 4, shard * 2, 2, vocab, dim);
+                                      k::WeightFormat::kF32, k::WeightLayout::kRows, ids, 4,
+                                      shard * 2, 2, vocab, dim);
     for (size_t t = 0; t < 4; ++t) {
       const bool mine = size_t(ids[t]) / 2 == shard;
       for (size_t i = 0; i < dim; ++i) {

@@ -50,8 +50,8 @@ std::vector<uint8_t> interleaved(WeightFormat f, const std::vector<uint8_t>& w, 
   return out;
 }
 
-std::vector<float> product(const std::vector<uint8_t>& wi, WeightFormat f, const float* x,
-                           size_t M, size_t N, size_t K, k::MatmulPath path, size_t ldy = 0,
+std::vector<float> product(const std::vector<uint8_t>& wi, WeightFormat f, const float* x, size_t M,
+                           size_t N, size_t K, k::MatmulPath path, size_t ldy = 0,
                            bool accumulate = false, std::vector<float> y = {}) {
   if (y.empty()) y.assign(M * (ldy ? ldy : N), NAN);
   k::MatmulOptions o{ldy, accumulate, path};
@@ -76,8 +76,10 @@ struct LevelGuard {
 }  // namespace
 
 TEST(QuantInterleaved, LayoutSizes) {
-  EXPECT_EQ(k::interleaved_bytes(WeightFormat::kQ4_1, 16, 576), 16 * k::row_bytes(WeightFormat::kQ4_1, 576));
-  EXPECT_EQ(k::interleaved_bytes(WeightFormat::kQ8_0, 17, 64), 32 * k::row_bytes(WeightFormat::kQ8_0, 64));
+  EXPECT_EQ(k::interleaved_bytes(WeightFormat::kQ4_1, 16, 576),
+            16 * k::row_bytes(WeightFormat::kQ4_1, 576));
+  EXPECT_EQ(k::interleaved_bytes(WeightFormat::kQ8_0, 17, 64),
+            32 * k::row_bytes(WeightFormat::kQ8_0, 64));
   EXPECT_EQ(k::interleaved_bytes(WeightFormat::kQ4_K, 16, 256), 0u);
   EXPECT_EQ(k::interleaved_bytes(WeightFormat::kQ4_0, 16, 48), 0u);
   EXPECT_FALSE(k::interleavable(WeightFormat::kQ6_K));
@@ -159,7 +161,8 @@ TEST(QuantInterleaved, LevelsThreadsAndBatchesGiveTheSameBits) {
             << label(f, level, M, N, K) << ", " << threads << " threads";
         for (size_t m0 : {0, 5, 16}) {
           for (size_t rows : {1, 2, 4, 7}) {
-            const auto part = product(wi, f, x.data() + m0 * K, rows, N, K, k::MatmulPath::kFloatDots);
+            const auto part =
+                product(wi, f, x.data() + m0 * K, rows, N, K, k::MatmulPath::kFloatDots);
             EXPECT_EQ(std::memcmp(part.data(), ref.data() + m0 * N, part.size() * sizeof(float)), 0)
                 << label(f, level, rows, N, K) << " from row " << m0;
           }
