@@ -35,6 +35,9 @@
 //    read once per call and the result is float32-exact (no activation rounding).
 //  - Threads split N (output columns); a y element is computed by one thread in a fixed order,
 //    so results do not depend on the thread count.
+//  - Interleaved weights (WeightLayout::kInterleaved, AVX-512's choice for Q8_0 / Q4_0 / Q4_1):
+//    quant_interleaved.cpp; one vector holds an element of 16 weight rows, each output one FMA
+//    chain along K.
 // The level (scalar / AVX2+FMA+F16C / AVX-512 F+BW+VL) is picked by CPUID at first use; each
 // SIMD file compiles its functions with __attribute__((target(...))), so the choice is real
 // without -march=native. This file holds the API, the dispatch, the activation quantizer and
