@@ -48,8 +48,8 @@ Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name,
   l.out_ = count;
   l.row_bytes_ = k::row_bytes(l.format_, in);
   l.data_ = f.tensor_data(t) + begin * l.row_bytes_;
-  if (k::preferred_weight_layout(l.format_) != k::WeightLayout::kRows) {
-    l.own(l.data_);
+  if (k::preferred_weight_layout(l.format_) == k::WeightLayout::kInterleaved) {
+    l.own_interleaved(l.data_);
     f.release_pages(f.tensor_data(t) + begin * l.row_bytes_, count * l.row_bytes_);
   }
   return l;
@@ -90,25 +90,19 @@ Linear Linear::row_parallel(const gguf::GgufFile& f, const std::string& name, si
     std::memcpy(rows.data() + r * l.row_bytes_, src + r * full_row + skip, l.row_bytes_);
   }
   f.release_pages(src, out * full_row);
-  l.layout_ = k::preferred_weight_layout(format);
-  if (l.layout_ == k::WeightLayout::kRows) {
+  if (k::preferred_weight_layout(format) == k::WeightLayout::kInterleaved) {
+    l.own_interleaved(rows.data());
+  } else {
     l.owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(rows));
     l.data_ = l.owned_->data();
-  } else {
-    l.own(rows.data());
   }
   return l;
 }
 
-void Linear::own(const uint8_t* rows) {
-  layout_ = k::preferred_weight_layout(format_);
-  std::vector<uint8_t> copy;
-  if (layout_ == k::WeightLayout::kInterleaved) {
-    copy.resize(k::interleaved_bytes(format_, out_, in_));
-    k::check(k::interleave_weights(copy.data(), rows, format_, out_, in_), "interleave_weights");
-  } else {
-    copy.assign(rows, rows + out_ * row_bytes_);
-  }
+void Linear::own_interleaved(const uint8_t* rows) {
+  layout_ = k::WeightLayout::kInterleaved;
+  std::vector<uint8_t> copy(k::interleaved_bytes(format_, out_, in_));
+  k::check(k::interleave_weights(copy.data(), rows, format_, out_, in_), "interleave_weights");
   owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(copy));
   data_ = owned_->data();
 }

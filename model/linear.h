@@ -59,9 +59,9 @@ class Linear {
                const kernels::MatmulOptions& options = {}) const;
 
  private:
-  // Copies the shard's out_ rows (kRows, row_bytes_ apart) into memory the layer owns, in
-  // the layout the CPU kernels prefer, and points data_ at it.
-  void own(const uint8_t* rows);
+  // Copies the shard's out_ rows (kRows, row_bytes_ apart) interleaved into memory the layer
+  // owns, and points data_ at it.
+  void own_interleaved(const uint8_t* rows);
 
   const uint8_t* data_ = nullptr;  // into the mapped file, or owned_
   std::shared_ptr<const std::vector<uint8_t>> owned_;
