@@ -24,8 +24,9 @@ constexpr size_t kScoreTokens = 4;  // tokens of a score tile: 12 accumulators
 constexpr size_t kValueRows = 4;    // query rows of a P x V tile
 constexpr size_t kValueVecs = 4;    // 16-float vectors of a P x V tile: 16 accumulators
 constexpr size_t kLanes = 16;
-// How many blocks ahead of the one computed on are requested from memory.
-constexpr size_t kPrefetchBlocks = 4;
+// Blocks requested ahead of the one computed on; the first ones of a chunk at once, each later
+// one spread over the tiles of the block kPrefetchBlocks before it (Prefetch).
+constexpr size_t kPrefetchBlocks = 2;
 // An E4M3 code read as a half is the code's value / 256.
 constexpr float kE4M3HalfFactor = 256.0f;
 
@@ -110,6 +111,22 @@ struct BlockView {
   size_t row_bytes;
 };
 
+// A later block requested a few cache lines at a time between the tiles of the current one: a
+// whole block's prefetches at once fill the core's miss buffers and stall the tiles behind
+// them.
+struct Prefetch {
+  const uint8_t* next = nullptr;  // next line to request
+  const uint8_t* end = nullptr;
+  size_t lines = 0;  // lines per request point
+  ADAKV_AVX512_INLINE void some() {
+    for (size_t i = 0; i < lines && next < end; ++i, next += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+  }
+  ADAKV_AVX512_INLINE void rest() {
+    for (; next < end; next += 64) _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+  }
+};
+
 // s[r][j] = q[r] . k[t0 + j] for r < NR, j < NT. q: NR rows of dim floats (contiguous),
 // s: row stride s_stride.
 template <KvDtype D, size_t NR, size_t NT>
@@ -138,9 +155,10 @@ ADAKV_AVX512_INLINE void score_tile(const float* q, size_t dim, const uint8_t* k
 
 template <KvDtype D, size_t NR>
 ADAKV_AVX512_INLINE void score_rows(const float* q, size_t dim, const BlockView& b, size_t n,
-                                    float* s, size_t s_stride) {
+                                    float* s, size_t s_stride, Prefetch& pf) {
   size_t t = 0;
   for (; t + kScoreTokens <= n; t += kScoreTokens) {
+    pf.some();
     score_tile<D, NR, kScoreTokens>(q, dim, b.k + t * b.row_bytes, b.row_bytes, s + t, s_stride);
   }
   for (; t < n; ++t)
@@ -178,9 +196,10 @@ ADAKV_AVX512_INLINE void value_tile(float* acc, size_t acc_stride, const float* 
 template <KvDtype D, size_t NR>
 ADAKV_AVX512_INLINE void value_rows(float* acc, size_t acc_stride, const float* corr,
                                     const float* p, size_t p_stride, const BlockView& b, size_t n,
-                                    size_t dim) {
+                                    size_t dim, Prefetch& pf) {
   size_t d0 = 0;
   for (; d0 + kValueVecs * kLanes <= dim; d0 += kValueVecs * kLanes) {
+    pf.some();
     value_tile<D, NR, kValueVecs>(acc, acc_stride, corr, p, p_stride, b.v, b.row_bytes, n, d0);
   }
   switch ((dim - d0) / kLanes) {
@@ -269,7 +288,8 @@ struct ChunkContext {
 // kfactor / vfactor: per-token score and weight factors (E4M3), or null.
 template <KvDtype D>
 ADAKV_AVX512_FN void attend_block(const ChunkContext& cx, const BlockView& b, size_t first,
-                                  size_t n_rows, const float* kfactor, const float* vfactor) {
+                                  size_t n_rows, const float* kfactor, const float* vfactor,
+                                  Prefetch& pf) {
   // Query i sees tokens [0, length - nq + i + 1): the rows that see this block are those of
   // queries i >= i0.
   const size_t i0 = first + cx.nq > cx.length ? first + cx.nq - cx.length : 0;
@@ -280,11 +300,11 @@ ADAKV_AVX512_FN void attend_block(const ChunkContext& cx, const BlockView& b, si
     const float* q = cx.q + r * cx.dim;
     float* s = cx.scores + r * cx.n_pad;
     if (nr == 3) {
-      score_rows<D, 3>(q, cx.dim, b, n_rows, s, cx.n_pad);
+      score_rows<D, 3>(q, cx.dim, b, n_rows, s, cx.n_pad, pf);
     } else if (nr == 2) {
-      score_rows<D, 2>(q, cx.dim, b, n_rows, s, cx.n_pad);
+      score_rows<D, 2>(q, cx.dim, b, n_rows, s, cx.n_pad, pf);
     } else {
-      score_rows<D, 1>(q, cx.dim, b, n_rows, s, cx.n_pad);
+      score_rows<D, 1>(q, cx.dim, b, n_rows, s, cx.n_pad, pf);
     }
     r += nr;
   }
@@ -306,20 +326,21 @@ ADAKV_AVX512_FN void attend_block(const ChunkContext& cx, const BlockView& b, si
     const float* p = cx.scores + r * cx.n_pad;
     switch (nr) {
       case 4:
-        value_rows<D, 4>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim);
+        value_rows<D, 4>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim, pf);
         break;
       case 3:
-        value_rows<D, 3>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim);
+        value_rows<D, 3>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim, pf);
         break;
       case 2:
-        value_rows<D, 2>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim);
+        value_rows<D, 2>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim, pf);
         break;
       default:
-        value_rows<D, 1>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim);
+        value_rows<D, 1>(acc, sf, corr, p, cx.n_pad, b, n, cx.dim, pf);
         break;
     }
     r += nr;
   }
+  pf.rest();
 }
 
 // Blocks are scattered over the pool, where the hardware prefetcher cannot follow them.
@@ -375,13 +396,20 @@ ADAKV_AVX512_FN void run_chunk_t(const Chunk& c, const PagedSequence& seq, const
   const int32_t* ids = seq.block_ids[c.head];
   for (size_t b = c.block_begin; b < std::min(c.block_begin + kPrefetchBlocks, c.block_end); ++b)
     prefetch_block(pool + static_cast<size_t>(ids[b]) * layout.block_bytes(), layout.block_bytes());
+  // Request points of a full block: its score tiles and its P x V passes, per tile of rows.
+  const size_t points = (bt / kScoreTokens) * ((cx.rows + kScoreRows - 1) / kScoreRows) +
+                        (dim / (kValueVecs * kLanes)) * ((cx.rows + kValueRows - 1) / kValueRows);
+  const size_t lines_per_point =
+      (layout.block_bytes() / 64 + points - 1) / std::max<size_t>(1, points);
   for (size_t b = c.block_begin; b < c.block_end; ++b) {
     const size_t first = b * bt;
     const size_t n_rows = std::min(bt, cx.length - first);
     const uint8_t* block = pool + static_cast<size_t>(ids[b]) * layout.block_bytes();
+    Prefetch pf;
     if (b + kPrefetchBlocks < c.block_end) {
-      prefetch_block(pool + static_cast<size_t>(ids[b + kPrefetchBlocks]) * layout.block_bytes(),
-                     layout.block_bytes());
+      pf.next = pool + static_cast<size_t>(ids[b + kPrefetchBlocks]) * layout.block_bytes();
+      pf.end = pf.next + layout.block_bytes();
+      pf.lines = lines_per_point;
     }
     const BlockView view{block + layout.k_offset(), block + layout.v_offset(), row_bytes};
     if constexpr (D == KvDtype::kE4M3) {
@@ -391,7 +419,7 @@ ADAKV_AVX512_FN void run_chunk_t(const Chunk& c, const PagedSequence& seq, const
         kv_block_read(block, layout, 0, n_rows, buf.k.data(), buf.v.data());
         const BlockView f32{reinterpret_cast<const uint8_t*>(buf.k.data()),
                             reinterpret_cast<const uint8_t*>(buf.v.data()), dim * sizeof(float)};
-        attend_block<KvDtype::kF32>(cx, f32, first, n_rows, nullptr, nullptr);
+        attend_block<KvDtype::kF32>(cx, f32, first, n_rows, nullptr, nullptr, pf);
         continue;
       }
       const uint8_t* scales = block + layout.scales_offset();
@@ -402,7 +430,7 @@ ADAKV_AVX512_FN void run_chunk_t(const Chunk& c, const PagedSequence& seq, const
         vfactor[t] *= kE4M3HalfFactor;
       }
     }
-    attend_block<D>(cx, view, first, n_rows, kfactor, vfactor);
+    attend_block<D>(cx, view, first, n_rows, kfactor, vfactor, pf);
   }
   std::copy(buf.states.begin(), buf.states.end(), states + c.state);
 }
