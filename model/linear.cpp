@@ -107,6 +107,38 @@ void Linear::own_interleaved(const uint8_t* rows) {
   data_ = owned_->data();
 }
 
+Linear Linear::fuse(std::initializer_list<Linear*> parts) {
+  if (parts.size() == 0) return {};
+  const Linear& first = **parts.begin();
+  size_t out = 0;
+  for (const Linear* p : parts) {
+    if (p->empty() || p->layout_ != k::WeightLayout::kInterleaved || p->format_ != first.format_ ||
+        p->in_ != first.in_ || p->out_ % k::kInterleaveRows != 0) {
+      return {};
+    }
+    out += p->out_;
+  }
+  std::vector<uint8_t> rows(k::interleaved_bytes(first.format_, out, first.in_));
+  std::vector<size_t> offsets;
+  size_t offset = 0;
+  for (const Linear* p : parts) {
+    const size_t bytes = k::interleaved_bytes(p->format_, p->out_, p->in_);
+    std::memcpy(rows.data() + offset, p->data_, bytes);
+    offsets.push_back(offset);
+    offset += bytes;
+  }
+  Linear fused = first;
+  fused.out_ = out;
+  fused.owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(rows));
+  fused.data_ = fused.owned_->data();
+  size_t i = 0;
+  for (Linear* p : parts) {
+    p->owned_ = fused.owned_;
+    p->data_ = fused.data_ + offsets[i++];
+  }
+  return fused;
+}
+
 void Linear::forward(k::Backend& backend, float* y, const float* x, size_t M,
                      const k::MatmulOptions& options) const {
   k::MatmulOptions o = options;

@@ -8,11 +8,14 @@
 // A cut inside a quantization block cannot be represented: it is an error at load that names
 // the tensor, its format and the offending offset. Where the CPU kernels multiply a format
 // faster interleaved (kernels::preferred_weight_layout), the shard is copied into that layout
-// at load and the mapped pages are released; copies of a Linear share that memory.
+// at load and the mapped pages are released; copies of a Linear share that memory. Linears that
+// read the same input (q, k and v; gate and up) can be fused into one whose rows are theirs in
+// order, so that one product reads the input once.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +46,13 @@ class Linear {
   static Linear row_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
                              size_t out, size_t begin, size_t count);
 
+  // One Linear whose rows are those of `parts`, in order, where the parts share format,
+  // in_features and the interleaved layout and each holds whole row groups (the product of each
+  // row is then the same whichever Linear it is computed in); the parts are re-pointed into the
+  // fused memory, so nothing is held twice. Else an empty Linear and the parts unchanged.
+  static Linear fuse(std::initializer_list<Linear*> parts);
+
+  bool empty() const { return data_ == nullptr; }
   size_t in_features() const { return in_; }
   size_t out_features() const { return out_; }
   kernels::WeightFormat format() const { return format_; }

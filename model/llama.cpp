@@ -292,9 +292,13 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     for (const RowSlice& sl : layer_slices) {
       be.rmsnorm(h, x_row(sl.begin), w.attn_norm.data(), sl.count, D, c.rms_eps);
       const size_t offset = sl.begin * qkv_width;
-      apply(be, w.wq, sl.runs, h, q + offset, qkv_width);
-      apply(be, w.wk, sl.runs, h, kk + offset, qkv_width);
-      apply(be, w.wv, sl.runs, h, v + offset, qkv_width);
+      if (!w.wqkv.empty()) {
+        apply(be, w.wqkv, sl.runs, h, q + offset, qkv_width);
+      } else {
+        apply(be, w.wq, sl.runs, h, q + offset, qkv_width);
+        apply(be, w.wk, sl.runs, h, kk + offset, qkv_width);
+        apply(be, w.wv, sl.runs, h, v + offset, qkv_width);
+      }
     }
     be.rope_adjacent(q, positions.data(), m, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
                      c.rope_theta);
@@ -305,8 +309,12 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
 
     for (const RowSlice& sl : layer_slices) {
       be.rmsnorm(h, x_row(sl.begin), w.ffn_norm.data(), sl.count, D, c.rms_eps);
-      apply(be, w.w_gate, sl.runs, h, gate_up, 2 * F);
-      apply(be, w.w_up, sl.runs, h, gate_up + F, 2 * F);
+      if (!w.w_gate_up.empty()) {
+        apply(be, w.w_gate_up, sl.runs, h, gate_up, 2 * F);
+      } else {
+        apply(be, w.w_gate, sl.runs, h, gate_up, 2 * F);
+        apply(be, w.w_up, sl.runs, h, gate_up + F, 2 * F);
+      }
       be.swiglu(act, gate_up, sl.count, F);
       add_row_parallel(w.w_down, sl, act);
     }

@@ -60,6 +60,8 @@ Weights Weights::load(std::shared_ptr<const gguf::GgufFile> file, const ModelCon
         Linear::column_parallel(f, p + "ffn_gate.weight", D, c.ffn_dim, s.ffn_begin, s.ffn_dim);
     l.w_up = Linear::column_parallel(f, p + "ffn_up.weight", D, c.ffn_dim, s.ffn_begin, s.ffn_dim);
     l.w_down = Linear::row_parallel(f, p + "ffn_down.weight", c.ffn_dim, D, s.ffn_begin, s.ffn_dim);
+    l.wqkv = Linear::fuse({&l.wq, &l.wk, &l.wv});
+    l.w_gate_up = Linear::fuse({&l.w_gate, &l.w_up});
   }
   return w;
 }

@@ -28,6 +28,9 @@ struct LayerWeights {
   std::vector<float> ffn_norm;  // [d_model]
   Linear w_gate, w_up;          // ColumnParallel: [local ffn][d_model]
   Linear w_down;                // RowParallel: [d_model][local ffn]
+  // wq, wk and wv fused ([q | k | v] rows), and w_gate and w_up ([gate | up] rows), where
+  // Linear::fuse can (else empty): the parts then view these Linears' memory.
+  Linear wqkv, w_gate_up;
 };
 
 struct Weights {

@@ -20,12 +20,12 @@ namespace k = adakv::kernels;
 
 constexpr size_t kIn = 96, kOut = 5;
 
-// A Q8_0 matrix [kOut][kIn]: per 32 elements a half scale and 32 int8.
-std::vector<uint8_t> q8_0_matrix(uint32_t seed) {
+// A Q8_0 matrix [out][kIn]: per 32 elements a half scale and 32 int8.
+std::vector<uint8_t> q8_0_matrix(uint32_t seed, size_t out = kOut) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> q(-127, 127);
   std::vector<uint8_t> bytes;
-  for (size_t b = 0; b < kOut * kIn / 32; ++b) {
+  for (size_t b = 0; b < out * kIn / 32; ++b) {
     const uint16_t d = adakv::gguf::fp32_to_fp16(0.01f * (1 + b % 7));
     bytes.push_back(d & 0xFF);
     bytes.push_back(d >> 8);
@@ -41,9 +41,9 @@ adakv::gguf::GgufFile file_with_matrix() {
   return adakv::gguf::GgufFile::parse(bytes.data(), bytes.size());
 }
 
-std::vector<float> forward(const Linear& l, const std::vector<float>& x) {
-  std::vector<float> y(l.out_features());
-  l.forward(k::cpu_backend(), y.data(), x.data(), 1, {0, false, k::MatmulPath::kFloatDots});
+std::vector<float> forward(const Linear& l, const std::vector<float>& x, size_t M = 1) {
+  std::vector<float> y(M * l.out_features());
+  l.forward(k::cpu_backend(), y.data(), x.data(), M, {0, false, k::MatmulPath::kFloatDots});
   return y;
 }
 
@@ -86,6 +86,59 @@ TEST(Linear, ACutInsideABlockIsAClearError) {
   EXPECT_THROW(Linear::column_parallel(f, "m.weight", kIn, kOut, 4, 2), std::runtime_error);
   EXPECT_THROW(Linear::replicated(f, "missing.weight", kIn, kOut), std::runtime_error);
   EXPECT_THROW(Linear::replicated(f, "m.weight", kIn, kOut + 1), std::runtime_error);
+}
+
+// Two matrices of one input, 32 and 16 rows (whole interleaved row groups), and one of another.
+adakv::gguf::GgufFile file_with_parts() {
+  adakv::gguf::GgufWriter w;
+  w.add_tensor("a.weight", GgmlType::Q8_0, {kIn, 32}, q8_0_matrix(11, 32));
+  w.add_tensor("b.weight", GgmlType::Q8_0, {kIn, 16}, q8_0_matrix(12, 16));
+  w.add_tensor("c.weight", GgmlType::Q8_0, {2 * kIn, 16}, q8_0_matrix(13, 32));
+  const auto bytes = w.bytes();
+  return adakv::gguf::GgufFile::parse(bytes.data(), bytes.size());
+}
+
+// Fused where the layout allows it (interleaved: the AVX-512 level), each row's product the
+// same bits as its part's; elsewhere nothing fused and the parts untouched.
+TEST(Linear, FusedPartsComputeTheirRowsBitForBit) {
+  const auto f = file_with_parts();
+  const Linear a0 = Linear::replicated(f, "a.weight", kIn, 32);
+  const Linear b0 = Linear::replicated(f, "b.weight", kIn, 16);
+  Linear a = a0, b = b0;
+  const Linear ab = Linear::fuse({&a, &b});
+  constexpr size_t M = 3;
+  const auto x = adakv::test::random_vector(M * kIn, 5);
+  const auto ya = forward(a0, x, M), yb = forward(b0, x, M);
+  if (a0.layout() != k::WeightLayout::kInterleaved) {
+    EXPECT_TRUE(ab.empty());
+    EXPECT_EQ(a.data(), a0.data());
+    EXPECT_EQ(b.data(), b0.data());
+    return;
+  }
+  ASSERT_FALSE(ab.empty());
+  EXPECT_EQ(ab.out_features(), 48u);
+  EXPECT_EQ(ab.bytes(), a0.bytes() + b0.bytes());
+  EXPECT_EQ(a.data(), ab.data());
+  EXPECT_EQ(b.data(), ab.data() + k::interleaved_bytes(k::WeightFormat::kQ8_0, 32, kIn));
+  const auto y = forward(ab, x, M);
+  for (size_t m = 0; m < M; ++m) {
+    for (size_t n = 0; n < 32; ++n) EXPECT_EQ(y[m * 48 + n], ya[m * 32 + n]) << m << " " << n;
+    for (size_t n = 0; n < 16; ++n) EXPECT_EQ(y[m * 48 + 32 + n], yb[m * 16 + n]) << m << " " << n;
+  }
+  // The parts now read the fused memory and still compute their own rows.
+  EXPECT_EQ(forward(a, x, M), ya);
+  EXPECT_EQ(forward(b, x, M), yb);
+}
+
+TEST(Linear, PartsOfDifferentInputsAreNotFused) {
+  const auto f = file_with_parts();
+  Linear a = Linear::replicated(f, "a.weight", kIn, 32);
+  Linear c = Linear::replicated(f, "c.weight", 2 * kIn, 16);
+  const uint8_t* before = a.data();
+  EXPECT_TRUE(Linear::fuse({&a, &c}).empty());
+  EXPECT_EQ(a.data(), before);
+  Linear none;
+  EXPECT_TRUE(Linear::fuse({&a, &none}).empty());
 }
 
 }  // namespace
