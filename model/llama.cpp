@@ -300,10 +300,9 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
         apply(be, w.wv, sl.runs, h, v + offset, qkv_width);
       }
     }
-    be.rope_adjacent(q, positions.data(), m, c.n_heads, c.head_dim, c.rope_dim, qkv_width,
-                     c.rope_theta);
-    be.rope_adjacent(kk, positions.data(), m, c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
-                     c.rope_theta);
+    // k's heads follow q's in each row: one pass rotates both.
+    be.rope_adjacent(q, positions.data(), m, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim,
+                     qkv_width, c.rope_theta);
     batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn, QW);
     for (const RowSlice& sl : layer_slices) add_row_parallel(w.wo, sl, attn + sl.begin * QW);
 

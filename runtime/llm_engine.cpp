@@ -181,6 +181,15 @@ void LlmEngine::step() {
     compressed(a);
     if (!a.ending.empty()) end(a, a.ending);
   }
+  // The rows to sample, found in plan order; sampled side by side (each sequence has its own
+  // sampler, and a row's token depends only on its logits and that sampler); then delivered in
+  // plan order.
+  struct Draw {
+    Active* a;
+    const float* logits;
+    int32_t token;
+  };
+  std::vector<Draw> draws;
   size_t row = 0;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
@@ -195,7 +204,7 @@ void LlmEngine::step() {
     if (a.done) continue;
     auto sample = [&] {
       if (a.request.on_logits) a.request.on_logits(lg, vocab);
-      on_token(a, a.sampler.sample(lg, vocab));
+      draws.push_back({&a, lg, 0});
     };
     switch (kinds[i]) {
       case EntryKind::kLastPrefillChunk:
@@ -212,6 +221,11 @@ void LlmEngine::step() {
         break;
     }
   }
+#pragma omp parallel for schedule(dynamic, 1) if (draws.size() > 1)
+  for (size_t i = 0; i < draws.size(); ++i) {
+    draws[i].token = draws[i].a->sampler.sample(draws[i].logits, vocab);
+  }
+  for (const Draw& d : draws) on_token(*d.a, d.token);
 }
 
 }  // namespace adakv::runtime

@@ -138,16 +138,7 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
     run_chunk = run_chunk_avx2;
   }
 
-#pragma omp parallel
-  {
-    ChunkScratch scratch;
-#pragma omp for schedule(dynamic, 1)
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      run_chunk(chunks[c], seqs[chunks[c].seq], pool, layout, group, scale, states.data(), scratch);
-    }
-  }
-
-  // Chunks of one (sequence, head) are consecutive: merge each run.
+  // Chunks of one (sequence, head) are consecutive: each run is merged once all are done.
   std::vector<size_t> runs;
   for (size_t c = 0; c < chunks.size(); ++c) {
     if (c == 0 || chunks[c].seq != chunks[c - 1].seq || chunks[c].head != chunks[c - 1].head) {
@@ -156,10 +147,18 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
   }
   const size_t n_runs = runs.size();
   runs.push_back(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n_runs > 8)
-  for (size_t r = 0; r < n_runs; ++r) {
-    const Chunk* first = chunks.data() + runs[r];
-    merge_states(first, runs[r + 1] - runs[r], seqs[first->seq], group, dim, states.data());
+#pragma omp parallel
+  {
+    ChunkScratch scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      run_chunk(chunks[c], seqs[chunks[c].seq], pool, layout, group, scale, states.data(), scratch);
+    }
+#pragma omp for schedule(dynamic, 4)
+    for (size_t r = 0; r < n_runs; ++r) {
+      const Chunk* first = chunks.data() + runs[r];
+      merge_states(first, runs[r + 1] - runs[r], seqs[first->seq], group, dim, states.data());
+    }
   }
   return Status::kOk;
 }
