@@ -111,22 +111,6 @@ struct BlockView {
   size_t row_bytes;
 };
 
-// A later block requested a few cache lines at a time between the tiles of the current one: a
-// whole block's prefetches at once fill the core's miss buffers and stall the tiles behind
-// them.
-struct Prefetch {
-  const uint8_t* next = nullptr;  // next line to request
-  const uint8_t* end = nullptr;
-  size_t lines = 0;  // lines per request point
-  ADAKV_AVX512_INLINE void some() {
-    for (size_t i = 0; i < lines && next < end; ++i, next += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
-  }
-  ADAKV_AVX512_INLINE void rest() {
-    for (; next < end; next += 64) _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
-  }
-};
-
 // s[r][j] = q[r] . k[t0 + j] for r < NR, j < NT. q: NR rows of dim floats (contiguous),
 // s: row stride s_stride.
 template <KvDtype D, size_t NR, size_t NT>

@@ -2,7 +2,10 @@
 // (paged_attention_scalar.cpp, paged_attention_avx2.cpp, paged_attention_avx512.cpp).
 #pragma once
 
+#include <xmmintrin.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -14,6 +17,23 @@ struct Chunk {
   size_t seq, head;               // sequence and KV head
   size_t block_begin, block_end;  // positions in that head's block table
   size_t state;                   // first row state of this chunk in the state array
+};
+
+// A later block requested a few cache lines at a time between the tiles of the current one (the
+// AVX2 and AVX-512 chunk kernels): a whole block's prefetches at once fill the core's miss
+// buffers and stall the tiles behind them.
+struct Prefetch {
+  const uint8_t* next = nullptr;  // next line to request
+  const uint8_t* end = nullptr;
+  size_t lines = 0;  // lines per request point
+
+  __attribute__((always_inline)) void some() {
+    for (size_t i = 0; i < lines && next < end; ++i, next += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+  }
+  __attribute__((always_inline)) void rest() {
+    for (; next < end; next += 64) _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+  }
 };
 
 // Online-softmax state of one query row: running max m, running sum l (of exp(score - m)),
