@@ -104,7 +104,8 @@ MatmulPath decode_dots_path();
 //    and 2i + 1). A group is as many bytes as its 16 rows in kRows. One vector then holds one
 //    element of 16 rows, each output is one FMA chain along K (no horizontal sums), and the
 //    conversion of a weight to float32 is shared by up to 16 activation rows. Q8_0, Q4_0 and
-//    Q4_1 only, on the float paths (kFloatDots, kFloatGemm, kAuto: float dots below 32 rows).
+//    Q4_1 only, on the float paths (kFloatDots, kFloatGemm, kAuto: float dots below 32 rows)
+//    and the int16 dots (AVX-512 VNNI multiplies a pair of elements of 16 rows at once).
 enum class WeightLayout { kRows, kInterleaved };
 inline constexpr size_t kInterleaveRows = 16;
 
@@ -116,8 +117,8 @@ size_t interleaved_bytes(WeightFormat f, size_t N, size_t K);
 // Writes the N x K weights w (kRows) into out (interleaved_bytes(f, N, K) bytes) interleaved.
 Status interleave_weights(void* out, const void* w, WeightFormat f, size_t N, size_t K);
 // The layout this process's CPU kernels multiply format f fastest in: kInterleaved on AVX-512
-// for the interleavable formats while the decode rows take float dots (interleaved weights have
-// no int8 or int16 row dots: set_decode_dots comes before loading), else kRows.
+// for the interleavable formats, unless the decode rows take int16 dots on a CPU without VNNI
+// (set_decode_dots comes before loading), else kRows.
 // ADAKV_WEIGHT_LAYOUT=rows in the environment keeps every weight in kRows (comparisons).
 WeightLayout preferred_weight_layout(WeightFormat f);
 
@@ -125,9 +126,9 @@ struct MatmulOptions {
   size_t ldy = 0;           // row stride of y in floats; 0 means N
   bool accumulate = false;  // y += x W^T instead of y = x W^T
   MatmulPath path = MatmulPath::kAuto;
-  // The layout of w. kInterleaved takes the float paths only (kRowDots and kInt16Dots are
-  // kInvalidArgument there); each output is then sum_k W[n][k] x[m][k] as one FMA chain in k
-  // order on every level, so the scalar, AVX2 and AVX-512 levels give the same bits.
+  // The layout of w. kInterleaved takes the float paths and kInt16Dots (kRowDots is
+  // kInvalidArgument there); on the float paths each output is sum_k W[n][k] x[m][k] as one FMA
+  // chain in k order, and on every path the scalar, AVX2 and AVX-512 levels give the same bits.
   WeightLayout layout = WeightLayout::kRows;
   // The float GEMM path only: the M rows as consecutive groups of these sizes (summing to M),
   // one GEMM per group against each decoded weight panel. OpenBLAS's result for a row depends

@@ -15,3 +15,11 @@
 #define ADAKV_AVX512_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 #define ADAKV_AVX512_INLINE \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), always_inline)) inline
+
+// The same plus AVX-512 VNNI (vpdpwssd), for kernels that run only where the CPU also has it
+// (quant_detail::cpu_has_avx512_vnni).
+#define ADAKV_AVX512_VNNI_FN \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define ADAKV_AVX512_VNNI_INLINE                                               \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), \
+                 always_inline)) inline

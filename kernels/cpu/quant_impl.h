@@ -61,10 +61,12 @@ RowsFn scalar_int16_dots(WeightFormat f);
 RowsFn avx2_int16_dots(WeightFormat f);
 
 // Rounds rows [m0, m1) of x [M][K] to int16 per 32 elements: d = max|x| / 32767,
-// q = round(x / d) to nearest, ties to even; s = the float sum of the block's x.
+// q = round(x / d) to nearest, ties to even; s = the float sum of the block's x, added in the
+// order of an 8-lane vector sum (lane i: x[i], x[8 + i], x[16 + i], x[24 + i]), then lanes i and
+// i + 4, then (0 + 2) + (1 + 3).
 void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
                      float* xs);
-// The same values, AVX2 (only the sums s may round in another order).
+// The same values, AVX2.
 void avx2_quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw, float* xd,
                           float* xs);
 
@@ -78,8 +80,17 @@ struct InterleavedJob {
   size_t N;
   size_t K;
   const float* x;   // [M][K]
-  const float* xt;  // the dots: x transposed, [K][M] (a k's activation rows side by side)
+  const float* xt;  // the float dots: x transposed, [K][M] (a k's activation rows side by side)
   size_t M;
+  // The int16 dots: Job::xw, xwd, xws ([M][K], [M][K / 32] each), and the same transposed for
+  // the SIMD kernels: xpairs [K / 2][M] (elements 2i and 2i + 1 of a row as one int32, 2i low),
+  // xwdt and xwst [K / 32][M].
+  const int16_t* xw = nullptr;
+  const float* xwd = nullptr;
+  const float* xws = nullptr;
+  const int32_t* xpairs = nullptr;
+  const float* xwdt = nullptr;
+  const float* xwst = nullptr;
 };
 
 // y rows [m0, m1), columns of groups [g0, g1): each output one FMA chain along K in k order.
@@ -91,6 +102,10 @@ using InterleavedPanelFn = void (*)(const InterleavedJob&, size_t g, size_t ng, 
 InterleavedDotsFn avx512_interleaved_dots(WeightFormat f);
 InterleavedPanelFn avx512_interleaved_panel(WeightFormat f);
 InterleavedDotsFn avx2_interleaved_dots(WeightFormat f);
+// The int16 dots on interleaved weights (InterleavedJob::xw, xwd, xws): null unless the CPU has
+// AVX-512 VNNI.
+InterleavedDotsFn avx512_interleaved_int16_dots(WeightFormat f);
+bool cpu_has_avx512_vnni();
 InterleavedPanelFn avx2_interleaved_panel(WeightFormat f);
 
 // Columns [k0, k1) of x [M][K] transposed into xt [K][M] (AVX-512; others: a scalar loop).

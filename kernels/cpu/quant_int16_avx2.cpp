@@ -154,8 +154,8 @@ ADAKV_AVX2_FN void int16_rows(const Job& job, size_t n0, size_t n1, size_t m0, s
 
 }  // namespace
 
-// The values of quantize_acts16 (quant_matmul.cpp): the same amax, scale and rounding (to nearest,
-// ties to even); only the float sums may round in another order.
+// The values of quantize_acts16 (quant_matmul.cpp): the same amax, scale, rounding (to nearest,
+// ties to even) and sums.
 ADAKV_AVX2_FN void avx2_quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw,
                                         float* xd, float* xs) {
   const size_t nb = K / kActBlock;

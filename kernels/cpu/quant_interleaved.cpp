@@ -1,9 +1,12 @@
 // Weights interleaved in groups of 16 rows (WeightLayout::kInterleaved, kernels/quant.h): the
-// layout, its API, the dispatch of products on it and the scalar reference level. Every level
-// computes an output as acc = fma(W[n][k], x[m][k], acc) for k = 0, 1, ..., K - 1 from acc = 0,
-// with W[n][k] the value dequantization gives (Q8_0 d q, Q4_0 d (q - 8), Q4_1 d q + m: exact
-// products, one rounding), so the levels agree bit for bit and a row's result never depends
-// on its batch, its tile or the thread count.
+// layout, its API, the dispatch of products on it and the scalar reference level. On the float
+// paths every level computes an output as acc = fma(W[n][k], x[m][k], acc) for k = 0, 1, ...,
+// K - 1 from acc = 0, with W[n][k] the value dequantization gives (Q8_0 d q, Q4_0 d (q - 8),
+// Q4_1 d q + m: exact products, one rounding). The int16 dots (scalar here, AVX-512 VNNI in
+// quant_interleaved_int16_avx512.cpp; other levels run the scalar code) take per block the exact
+// integer dot, then acc = fma(float(isum), dw * dx, acc) and for Q4_1 acc = fma(mw, sx, acc).
+// Either way the levels agree bit for bit and a row's result never depends on its batch, its
+// tile or the thread count.
 #include <cblas.h>
 #include <omp.h>
 
@@ -70,6 +73,43 @@ void scalar_dots(const InterleavedJob& job, size_t g0, size_t g1, size_t m0, siz
   }
 }
 
+// Element k of row j of an interleaved block as its integer (Q4_0: the nibble - 8).
+int block_quant(WeightFormat f, const uint8_t* blk, size_t k, size_t j) {
+  const uint8_t* q = blk + quants_offset(f);
+  if (f == WeightFormat::kQ8_0) return static_cast<int8_t>(q[k * kG + j]);
+  const uint8_t byte = q[(k / 2) * kG + j];
+  const int nib = k % 2 ? byte >> 4 : byte & 0x0F;
+  return f == WeightFormat::kQ4_0 ? nib - 8 : nib;
+}
+
+// The int16 dots' reference: per block the exact integer dot, then
+// acc = fma(float(isum), dw * dx, acc) and, for Q4_1, acc = fma(mw, sx, acc).
+void scalar_interleaved_int16(const InterleavedJob& job, size_t g0, size_t g1, size_t m0, size_t m1,
+                              WeightFormat f) {
+  const size_t bb = block_bytes(f) * kG, nb = job.K / 32;
+  for (size_t g = g0; g < g1; ++g) {
+    const size_t valid = std::min(kG, job.N - g * kG);
+    for (size_t m = m0; m < m1; ++m) {
+      float* y = job.y + m * job.ldy + g * kG;
+      for (size_t j = 0; j < valid; ++j) {
+        float acc = 0;
+        for (size_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = job.w + g * job.group_bytes + b * bb;
+          const int16_t* x = job.xw + m * job.K + b * 32;
+          int32_t isum = 0;
+          for (size_t k = 0; k < 32; ++k) isum += block_quant(f, blk, k, j) * x[k];
+          acc =
+              std::fma(static_cast<float>(isum), load_half(blk + 2 * j) * job.xwd[m * nb + b], acc);
+          if (f == WeightFormat::kQ4_1) {
+            acc = std::fma(load_half(blk + 32 + 2 * j), job.xws[m * nb + b], acc);
+          }
+        }
+        y[j] = job.accumulate ? y[j] + acc : acc;
+      }
+    }
+  }
+}
+
 void scalar_panel(const InterleavedJob& job, size_t g, size_t ng, float* panel, WeightFormat f) {
   const size_t bb = block_bytes(f) * kG, nb = job.K / 32, cols = kG * ng;
   for (size_t i = 0; i < ng; ++i) {
@@ -130,8 +170,11 @@ WeightLayout preferred_weight_layout(WeightFormat f) {
     const char* v = std::getenv("ADAKV_WEIGHT_LAYOUT");
     return v && std::strcmp(v, "rows") == 0;
   }();
-  if (rows_only || !interleavable(f) || quant_level() != QuantLevel::kAvx512 ||
-      decode_dots_path() != MatmulPath::kFloatDots) {
+  if (rows_only || !interleavable(f) || quant_level() != QuantLevel::kAvx512) {
+    return WeightLayout::kRows;
+  }
+  // The int16 dots on interleaved weights need VNNI; without it the rows layout's are faster.
+  if (decode_dots_path() == MatmulPath::kInt16Dots && !cpu_has_avx512_vnni()) {
     return WeightLayout::kRows;
   }
   return WeightLayout::kInterleaved;
@@ -153,9 +196,7 @@ void dequantize_interleaved_row(const uint8_t* w, WeightFormat f, size_t K, size
 Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightFormat f, size_t M,
                           size_t N, size_t K, const MatmulOptions& options) {
   if (!interleavable(f)) return Status::kInvalidArgument;
-  if (options.path == MatmulPath::kRowDots || options.path == MatmulPath::kInt16Dots) {
-    return Status::kInvalidArgument;
-  }
+  if (options.path == MatmulPath::kRowDots) return Status::kInvalidArgument;
   InterleavedJob job{y,
                      options.ldy == 0 ? N : options.ldy,
                      options.accumulate,
@@ -206,6 +247,53 @@ Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightForm
                       static_cast<int>(K), panel.data(), static_cast<int>(ng * kG),
                       options.accumulate ? 1.0f : 0.0f, y + m0 * job.ldy + g * kG,
                       static_cast<int>(job.ldy));
+        }
+      }
+    }
+    return Status::kOk;
+  }
+  if (options.path == MatmulPath::kInt16Dots) {
+    // Activations rounded to 16 bits per 32 elements once per call (workspace grown once).
+    thread_local std::vector<int16_t> xw;
+    thread_local std::vector<int32_t> xpairs;
+    thread_local std::vector<float> xws;
+    const size_t nb = K / 32;
+    if (xw.size() < M * K) xw.resize(M * K);
+    if (xws.size() < 4 * M * nb) xws.resize(4 * M * nb);
+    (level == QuantLevel::kScalar ? quantize_acts16 : avx2_quantize_acts16)(
+        x, 0, M, K, xw.data(), xws.data(), xws.data() + M * nb);
+    job.xw = xw.data();
+    job.xwd = xws.data();
+    job.xws = xws.data() + M * nb;
+    const InterleavedDotsFn fn =
+        level == QuantLevel::kAvx512 ? avx512_interleaved_int16_dots(f) : nullptr;
+    if (fn) {
+      // The kernel broadcasts a pair of each row of a tile from one base address.
+      if (xpairs.size() < M * K / 2) xpairs.resize(M * K / 2);
+      for (size_t m = 0; m < M; ++m) {
+        for (size_t i = 0; i < K / 2; ++i) {
+          std::memcpy(&xpairs[i * M + m], &xw[m * K + 2 * i], 4);
+        }
+        for (size_t b = 0; b < nb; ++b) {
+          xws[2 * M * nb + b * M + m] = job.xwd[m * nb + b];
+          xws[3 * M * nb + b * M + m] = job.xws[m * nb + b];
+        }
+      }
+      job.xpairs = xpairs.data();
+      job.xwdt = xws.data() + 2 * M * nb;
+      job.xwst = xws.data() + 3 * M * nb;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+      const size_t nt = static_cast<size_t>(omp_get_num_threads());
+      const size_t chunk = (groups + nt - 1) / nt;
+      const size_t g0 = std::min(groups, chunk * static_cast<size_t>(omp_get_thread_num()));
+      const size_t g1 = std::min(groups, g0 + chunk);
+      if (g1 > g0) {
+        if (fn) {
+          fn(job, g0, g1, 0, M);
+        } else {
+          scalar_interleaved_int16(job, g0, g1, 0, M, f);
         }
       }
     }

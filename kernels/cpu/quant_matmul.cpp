@@ -20,7 +20,7 @@
 //    in L1.
 //  - Int16 dots (MatmulPath::kInt16Dots, the decode path of --decode-dots int16; on AVX2
 //    converting weights to float32 costs about twice the instructions of integer products; the
-//    AVX-512 level runs the AVX2 kernel): activations
+//    AVX-512 level runs the AVX2 kernel on rows, VNNI on interleaved weights): activations
 //    rounded to 16 bits per 32 elements (d = max|x| / 32767), each weight piece widened to
 //    int16 once per tile of activation rows and multiplied pairwise (vpmaddwd, exact in int32),
 //    then y += float(isum) * (dw * dx); a format's min adds mw times the float sum of the
@@ -37,7 +37,7 @@
 //    so results do not depend on the thread count.
 //  - Interleaved weights (WeightLayout::kInterleaved, AVX-512's choice for Q8_0 / Q4_0 / Q4_1):
 //    quant_interleaved.cpp; one vector holds an element of 16 weight rows, each output one FMA
-//    chain along K.
+//    chain along K (float dots), or a pair of elements multiplied by vpdpwssd (int16 dots).
 // The level (scalar / AVX2+FMA+F16C / AVX-512 F+BW+VL) is picked by CPUID at first use; each
 // SIMD file compiles its functions with __attribute__((target(...))), so the choice is real
 // without -march=native. This file holds the API, the dispatch, the activation quantizer and
@@ -312,11 +312,11 @@ void quantize_acts16(const float* x, size_t m0, size_t m1, size_t K, int16_t* xw
   for (size_t m = m0; m < m1; ++m) {
     for (size_t j = 0; j < nb; ++j) {
       const float* v = x + m * K + j * kActBlock;
-      float amax = 0, sum = 0;
-      for (size_t l = 0; l < kActBlock; ++l) {
-        amax = std::max(amax, std::fabs(v[l]));
-        sum += v[l];
-      }
+      float amax = 0, lane[8];
+      for (size_t l = 0; l < kActBlock; ++l) amax = std::max(amax, std::fabs(v[l]));
+      for (size_t i = 0; i < 8; ++i) lane[i] = (((0.0f + v[i]) + v[8 + i]) + v[16 + i]) + v[24 + i];
+      for (size_t i = 0; i < 4; ++i) lane[i] += lane[i + 4];
+      const float sum = (lane[0] + lane[2]) + (lane[1] + lane[3]);
       const float d = amax / 32767.0f;
       const float id = d > 0 ? 1.0f / d : 0.0f;
       int16_t* q = xw + m * K + j * kActBlock;
@@ -447,6 +447,13 @@ const char* quant_level_name(QuantLevel level) {
   }
   return "unknown";
 }
+
+namespace quant_detail {
+bool cpu_has_avx512_vnni() {
+  static const bool has = cpu_has(QuantLevel::kAvx512) && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+}  // namespace quant_detail
 
 bool cpu_supports(QuantLevel level) {
   return cpu_has(level);

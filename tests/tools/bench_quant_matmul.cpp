@@ -2,7 +2,8 @@
 // (M = 16, 128) in GFLOP/s, per format and dispatch level, at 1 and 2 threads. M = 1 and 16 are
 // timed on three paths: the int8-activation row dots, the float32 row dots and the int16 row
 // dots (the model's decode paths; decode_dots_path picks one per level), and for the formats
-// that can be interleaved (WeightLayout::kInterleaved) float dots on the interleaved weights.
+// that can be interleaved (WeightLayout::kInterleaved) float and int16 dots on the interleaved
+// weights.
 //   adakv_bench_quant_matmul [N K [FORMAT...]]   (default N = 16384, K = 1536: ~15-100 MB of
 //   weights; every format unless some are named, e.g. Q4_1 Q8_0)
 #include <chrono>
@@ -67,9 +68,11 @@ int main(int argc, char** argv) {
   AlignedFloats x(128 * K);
   std::vector<float> y(128 * N);
   for (auto& v : x) v = normal(rng);
-  std::printf("N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %10s %10s %10s %12s %12s %12s %12s %12s\n", N,
-              K, "format", "level", "thr", "MB", "M=1 GB/s", "f32dots", "int16dots", "il-dots",
-              "M=16 GFLOP/s", "f32dots", "int16dots", "il-dots", "M=128 GFLOP/s");
+  std::printf(
+      "N=%zu K=%zu\n%-6s %-6s %-3s %10s %10s %10s %10s %10s %10s %12s %12s %12s %12s %12s "
+      "%12s\n",
+      N, K, "format", "level", "thr", "MB", "M=1 GB/s", "f32dots", "int16dots", "il-dots",
+      "il-int16", "M=16 GFLOP/s", "f32dots", "int16dots", "il-dots", "il-int16", "M=128 GFLOP/s");
   {
     // The float32 reference path of the model today: kernels::matmul (OpenBLAS) on a float copy.
     std::vector<float> wf(N * K);
@@ -91,9 +94,10 @@ int main(int argc, char** argv) {
         t[i] = elapsed / reps;
       }
       const double mb = 4.0 * N * K / 1e6;
-      std::printf("%-6s %-6s %-3d %10.1f %10.2f %10s %10s %10s %12.1f %12s %12s %12s %12.1f\n",
-                  "F32", "blas", threads, mb, mb / 1e3 / t[0], "-", "-", "-",
-                  2.0 * 16 * N * K / t[1] / 1e9, "-", "-", "-", 2.0 * 128 * N * K / t[2] / 1e9);
+      std::printf(
+          "%-6s %-6s %-3d %10.1f %10.2f %10s %10s %10s %10s %12.1f %12s %12s %12s %12s %12.1f\n",
+          "F32", "blas", threads, mb, mb / 1e3 / t[0], "-", "-", "-", "-",
+          2.0 * 16 * N * K / t[1] / 1e9, "-", "-", "-", "-", 2.0 * 128 * N * K / t[2] / 1e9);
     }
   }
   for (k::WeightFormat f : k::kAllWeightFormats) {
@@ -134,22 +138,25 @@ int main(int argc, char** argv) {
         const auto int16 = k::MatmulPath::kInt16Dots;
         const double i1 = seconds_per_call(y.data(), x.data(), w.data(), f, 1, N, K, int16);
         const double i16 = seconds_per_call(y.data(), x.data(), w.data(), f, 16, N, K, int16);
-        double l1 = 0, l16 = 0;
+        double l1 = 0, l16 = 0, li1 = 0, li16 = 0;
         if (!wi.empty()) {
           const auto il = k::WeightLayout::kInterleaved;
           l1 = seconds_per_call(y.data(), x.data(), wi.data(), f, 1, N, K, dots, il);
           l16 = seconds_per_call(y.data(), x.data(), wi.data(), f, 16, N, K, dots, il);
+          li1 = seconds_per_call(y.data(), x.data(), wi.data(), f, 1, N, K, int16, il);
+          li16 = seconds_per_call(y.data(), x.data(), wi.data(), f, 16, N, K, int16, il);
         }
         const double t128 = level == k::QuantLevel::kScalar
                                 ? 0
                                 : seconds_per_call(y.data(), x.data(), w.data(), f, 128, N, K);
         const double flop16 = 2.0 * 16 * N * K / 1e9;
         std::printf(
-            "%-6s %-6s %-3d %10.1f %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f %12.1f %12.1f "
-            "%12.1f\n",
+            "%-6s %-6s %-3d %10.1f %10.2f %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f %12.1f %12.1f "
+            "%12.1f %12.1f\n",
             k::weight_format_name(f), k::quant_level_name(level), threads, mb, mb / 1e3 / t1,
-            mb / 1e3 / d1, mb / 1e3 / i1, l1 > 0 ? mb / 1e3 / l1 : 0.0, flop16 / t16, flop16 / d16,
-            flop16 / i16, l16 > 0 ? flop16 / l16 : 0.0,
+            mb / 1e3 / d1, mb / 1e3 / i1, l1 > 0 ? mb / 1e3 / l1 : 0.0,
+            li1 > 0 ? mb / 1e3 / li1 : 0.0, flop16 / t16, flop16 / d16, flop16 / i16,
+            l16 > 0 ? flop16 / l16 : 0.0, li16 > 0 ? flop16 / li16 : 0.0,
             t128 > 0 ? 2.0 * 128 * N * K / t128 / 1e9 : 0.0);
       }
     }

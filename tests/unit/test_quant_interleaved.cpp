@@ -24,6 +24,8 @@ using k::WeightLayout;
 namespace {
 
 constexpr WeightFormat kFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1};
+constexpr k::MatmulPath kPaths[] = {k::MatmulPath::kFloatDots, k::MatmulPath::kInt16Dots,
+                                    k::MatmulPath::kFloatGemm, k::MatmulPath::kAuto};
 constexpr QuantLevel kLevels[] = {QuantLevel::kScalar, QuantLevel::kAvx2, QuantLevel::kAvx512};
 
 // Random quants with finite fp16 scales (and mins) of a plausible size, either sign.
@@ -105,8 +107,11 @@ TEST(QuantInterleaved, MatchesDequantizedOnEveryLevel) {
                                   N * K);
           for (size_t M : {1, 2, 3, 16, 21, 40}) {
             const auto x = adakv::test::random_vector(M * K, ++seed);
-            for (k::MatmulPath path :
-                 {k::MatmulPath::kFloatDots, k::MatmulPath::kFloatGemm, k::MatmulPath::kAuto}) {
+            std::vector<float> amax(M * K / 32, 0.0f);
+            for (size_t i = 0; i < M * K; ++i) {
+              amax[i / 32] = std::max(amax[i / 32], std::fabs(x[i]));
+            }
+            for (k::MatmulPath path : kPaths) {
               const size_t ldy = N + 3;
               const auto y0 = adakv::test::random_vector(M * ldy, ++seed);
               const auto y = product(wi, f, x.data(), M, N, K, path, ldy, true, y0);
@@ -117,13 +122,17 @@ TEST(QuantInterleaved, MatchesDequantizedOnEveryLevel) {
                     ASSERT_EQ(y[i], y0[i]) << "wrote outside the row: " << label(f, level, M, N, K);
                     continue;
                   }
-                  double ref = 0, mag = 0;
+                  double ref = 0, mag = 0, act = 0;
                   for (size_t kk = 0; kk < K; ++kk) {
                     const double p = double(x[m * K + kk]) * wf[n * K + kk];
                     ref += p;
                     mag += std::fabs(p);
+                    act += std::fabs(wf[n * K + kk]) * amax[m * (K / 32) + kk / 32] / 127;
                   }
-                  const double bound = k::kInterleavedRel * mag + 1e-6 * std::fabs(y0[i]) + 1e-30;
+                  if (path != k::MatmulPath::kInt16Dots) act = 0;
+                  const double bound = k::kInterleavedRel * mag +
+                                       k::quant_tolerance(f).act * k::kInt16ActFactor * act +
+                                       1e-6 * std::fabs(y0[i]) + 1e-30;
                   ASSERT_LE(std::fabs(double(y[i]) - y0[i] - ref), bound)
                       << label(f, level, M, N, K) << " path " << int(path) << " at " << m << ","
                       << n;
@@ -143,33 +152,34 @@ TEST(QuantInterleaved, MatchesDequantizedOnEveryLevel) {
 TEST(QuantInterleaved, LevelsThreadsAndBatchesGiveTheSameBits) {
   LevelGuard guard;
   uint32_t seed = 50;
-  for (WeightFormat f : kFormats) {
-    const size_t N = 769, K = 1536;  // enough work for the threaded path
-    const auto w = random_weights(f, N, K, ++seed);
-    const auto wi = interleaved(f, w, N, K);
-    const size_t M = 23;
-    const auto x = adakv::test::random_vector(M * K, ++seed);
-    ASSERT_TRUE(k::set_quant_level(QuantLevel::kScalar));
-    k::set_num_threads(1);
-    const auto ref = product(wi, f, x.data(), M, N, K, k::MatmulPath::kFloatDots);
-    for (QuantLevel level : kLevels) {
-      if (!k::set_quant_level(level)) continue;
-      for (int threads : {1, 2}) {
-        k::set_num_threads(threads);
-        const auto y = product(wi, f, x.data(), M, N, K, k::MatmulPath::kFloatDots);
-        EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
-            << label(f, level, M, N, K) << ", " << threads << " threads";
-        for (size_t m0 : {0, 5, 16}) {
-          for (size_t rows : {1, 2, 4, 7}) {
-            const auto part =
-                product(wi, f, x.data() + m0 * K, rows, N, K, k::MatmulPath::kFloatDots);
-            EXPECT_EQ(std::memcmp(part.data(), ref.data() + m0 * N, part.size() * sizeof(float)), 0)
-                << label(f, level, rows, N, K) << " from row " << m0;
+  for (k::MatmulPath path : {k::MatmulPath::kFloatDots, k::MatmulPath::kInt16Dots})
+    for (WeightFormat f : kFormats) {
+      const size_t N = 769, K = 1536;  // enough work for the threaded path
+      const auto w = random_weights(f, N, K, ++seed);
+      const auto wi = interleaved(f, w, N, K);
+      const size_t M = 23;
+      const auto x = adakv::test::random_vector(M * K, ++seed);
+      ASSERT_TRUE(k::set_quant_level(QuantLevel::kScalar));
+      k::set_num_threads(1);
+      const auto ref = product(wi, f, x.data(), M, N, K, path);
+      for (QuantLevel level : kLevels) {
+        if (!k::set_quant_level(level)) continue;
+        for (int threads : {1, 2}) {
+          k::set_num_threads(threads);
+          const auto y = product(wi, f, x.data(), M, N, K, path);
+          EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
+              << label(f, level, M, N, K) << " path " << int(path) << ", " << threads << " threads";
+          for (size_t m0 : {0, 5, 16}) {
+            for (size_t rows : {1, 2, 4, 7}) {
+              const auto part = product(wi, f, x.data() + m0 * K, rows, N, K, path);
+              EXPECT_EQ(std::memcmp(part.data(), ref.data() + m0 * N, part.size() * sizeof(float)),
+                        0)
+                  << label(f, level, rows, N, K) << " from row " << m0;
+            }
           }
         }
       }
     }
-  }
 }
 
 TEST(QuantInterleaved, EmbeddingRowsEqualTheRowsLayouts) {
@@ -196,13 +206,11 @@ TEST(QuantInterleaved, RejectsWhatTheLayoutCannotDo) {
             k::Status::kInvalidArgument);
   EXPECT_EQ(k::interleave_weights(out.data(), w.data(), WeightFormat::kQ8_0, N, 48),
             k::Status::kInvalidArgument);
-  for (k::MatmulPath path : {k::MatmulPath::kRowDots, k::MatmulPath::kInt16Dots}) {
-    k::MatmulOptions o{0, false, path};
-    o.layout = WeightLayout::kInterleaved;
-    EXPECT_EQ(k::matmul_quant(y.data(), x.data(), out.data(), WeightFormat::kQ8_0, 1, N, K, o),
-              k::Status::kInvalidArgument);
-  }
-  k::MatmulOptions o{0, false, k::MatmulPath::kFloatDots};
+  k::MatmulOptions o{0, false, k::MatmulPath::kRowDots};
+  o.layout = WeightLayout::kInterleaved;
+  EXPECT_EQ(k::matmul_quant(y.data(), x.data(), out.data(), WeightFormat::kQ8_0, 1, N, K, o),
+            k::Status::kInvalidArgument);
+  o.path = k::MatmulPath::kFloatDots;
   o.layout = WeightLayout::kInterleaved;
   EXPECT_EQ(k::matmul_quant(y.data(), x.data(), out.data(), WeightFormat::kQ5_0, 1, N, K, o),
             k::Status::kInvalidArgument);
