@@ -37,16 +37,42 @@ ADAKV_AVX512_VNNI_INLINE __m512i weight_pair(const uint8_t* q, size_t p, __m512i
   }
 }
 
-// Groups [g, g + G) against activation rows [m, m + R).
+// isum += w * the int16 pair at x, broadcast to every lane (vpdpwssd with an embedded
+// broadcast). In asm because GCC compiles _mm512_dpwssd_epi32 on a broadcast into a separate
+// vpbroadcastd and a copy of the accumulator around each instruction, which doubled the inner
+// loop.
+ADAKV_AVX512_VNNI_INLINE void dot_pair(__m512i& isum, __m512i w, const int32_t* x) {
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(isum) : "v"(w), "m"(*x));
+}
+
+// The block's 32 elements of H activation rows from `pairs` (pair p of row r at pairs[p * M +
+// r]) against the 16 weight pairs w(p): exact int32 sums, one vector of 16 weight rows per
+// activation row.
+template <int H, typename PairFn>
+ADAKV_AVX512_VNNI_INLINE void block_sums(__m512i (&isum)[H], const int32_t* pairs, size_t M,
+                                         PairFn w) {
+  for (int r = 0; r < H; ++r) isum[r] = _mm512_setzero_si512();
+  for (size_t p = 0; p < 16; ++p) {
+    const __m512i wp = w(p);
+    for (int r = 0; r < H; ++r) dot_pair(isum[r], wp, pairs + p * M + r);
+  }
+}
+
+// Groups [g, g + G) against activation rows [m, m + R). Above 8 rows the block's weight pairs
+// are unpacked once into wbuf and the rows taken 8 at a time, so that 16 float accumulators, 8
+// int32 sums and the operands fit the 32 registers.
 template <WeightFormat F, int G, int R>
 ADAKV_AVX512_VNNI_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
   constexpr size_t kQuants = F == WeightFormat::kQ4_1 ? 64 : 32;
+  constexpr int H = R > 8 ? 8 : R;
+  static_assert(R % H == 0 && (G == 1 || R <= 8));
   const size_t bb = kG * block_bytes(F), nb = job.K / 32;
   const size_t ahead = std::max<size_t>(2, 2560 / bb) * bb;
   alignas(64) static constexpr int16_t kPairs[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
                                                      21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
                                                      11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i pair_index = _mm512_load_si512(kPairs);
+  alignas(64) int16_t wbuf[16][32];
   __m512 acc[G][R];
   for (int i = 0; i < G; ++i) {
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
@@ -56,30 +82,37 @@ ADAKV_AVX512_VNNI_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
   const float* xd = job.xwdt + m;      // block b of row m + r at xd[b * M + r]
   const float* xs = job.xwst + m;
   for (size_t b = 0; b < nb; ++b) {
+    const int32_t* pairs = xp + b * 16 * M;
     for (int i = 0; i < G; ++i) {
       const uint8_t* blk = job.w + (g + static_cast<size_t>(i)) * job.group_bytes + b * bb;
       // About 2.5 KiB ahead in each group's stream, as the float kernel does.
       for (size_t c = 0; c < bb; c += 64) _mm_prefetch(blk + ahead + c, _MM_HINT_T0);
-      __m512i isum[R];
-      const int32_t* pairs = xp + b * 16 * M;
-      const __m512i w0 = weight_pair<F>(blk + kQuants, 0, pair_index);
-      for (int r = 0; r < R; ++r) isum[r] = _mm512_madd_epi16(w0, _mm512_set1_epi32(pairs[r]));
-      for (size_t p = 1; p < 16; ++p) {
-        const __m512i w = weight_pair<F>(blk + kQuants, p, pair_index);
-        for (int r = 0; r < R; ++r) {
-          isum[r] = _mm512_dpwssd_epi32(isum[r], w, _mm512_set1_epi32(pairs[p * M + r]));
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+      if constexpr (R > H) {
+        for (size_t p = 0; p < 16; ++p) {
+          _mm512_store_si512(wbuf[p], weight_pair<F>(blk + kQuants, p, pair_index));
         }
       }
-      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-      for (int r = 0; r < R; ++r) {
-        acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]),
-                                    _mm512_mul_ps(d, _mm512_set1_ps(xd[b * M + r])), acc[i][r]);
-      }
-      if constexpr (F == WeightFormat::kQ4_1) {
-        const __m512 mn =
-            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
-        for (int r = 0; r < R; ++r) {
-          acc[i][r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[b * M + r]), acc[i][r]);
+      for (int h = 0; h < R; h += H) {
+        __m512i isum[H];
+        if constexpr (R > H) {
+          block_sums<H>(isum, pairs + h, M, [&](size_t p) { return _mm512_load_si512(wbuf[p]); });
+        } else {
+          block_sums<H>(isum, pairs + h, M,
+                        [&](size_t p) { return weight_pair<F>(blk + kQuants, p, pair_index); });
+        }
+        for (int r = 0; r < H; ++r) {
+          acc[i][h + r] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]),
+                              _mm512_mul_ps(d, _mm512_set1_ps(xd[b * M + h + r])), acc[i][h + r]);
+        }
+        if constexpr (F == WeightFormat::kQ4_1) {
+          const __m512 mn =
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+          for (int r = 0; r < H; ++r) {
+            acc[i][h + r] =
+                _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[b * M + h + r]), acc[i][h + r]);
+          }
         }
       }
     }
