@@ -15,9 +15,17 @@ Status rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t d
     const float* xr = x + r * dim;
     float* yr = out + r * dim;
     // Accumulate in double: the reference (PyTorch fp32) reduces pairwise, a long float sum
-    // would drift further from it than the rounding of either.
+    // would drift further from it than the rounding of either. Eight partial sums (added in a
+    // fixed order) let the loop vectorise instead of waiting on one add chain.
+    constexpr size_t kLanes = 8;
+    double part[kLanes] = {};
+    size_t i = 0;
+    for (; i + kLanes <= dim; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) part[j] += static_cast<double>(xr[i + j]) * xr[i + j];
+    }
+    for (; i < dim; ++i) part[0] += static_cast<double>(xr[i]) * xr[i];
     double ss = 0;
-    for (size_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    for (size_t j = 0; j < kLanes; ++j) ss += part[j];
     const float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
     for (size_t i = 0; i < dim; ++i) yr[i] = (xr[i] * inv) * w[i];
   }

@@ -253,41 +253,61 @@ Status matmul_interleaved(float* y, const float* x, const uint8_t* w, WeightForm
     return Status::kOk;
   }
   if (options.path == MatmulPath::kInt16Dots) {
-    // Activations rounded to 16 bits per 32 elements once per call (workspace grown once).
-    thread_local std::vector<int16_t> xw;
+    // Activations rounded to 16 bits per 32 elements once per call (workspace grown once), each
+    // thread a share of the rows. int32 storage: a row's values read as pairs by the kernel.
+    thread_local std::vector<int32_t> xw32;
     thread_local std::vector<int32_t> xpairs;
     thread_local std::vector<float> xws;
     const size_t nb = K / 32;
-    if (xw.size() < M * K) xw.resize(M * K);
+    if (xw32.size() < M * K / 2) xw32.resize(M * K / 2);
     if (xws.size() < 4 * M * nb) xws.resize(4 * M * nb);
-    (level == QuantLevel::kScalar ? quantize_acts16 : avx2_quantize_acts16)(
-        x, 0, M, K, xw.data(), xws.data(), xws.data() + M * nb);
-    job.xw = xw.data();
-    job.xwd = xws.data();
-    job.xws = xws.data() + M * nb;
+    int16_t* const xw = reinterpret_cast<int16_t*>(xw32.data());
+    float* const xd = xws.data();
+    float* const xs = xws.data() + M * nb;
+    job.xw = xw;
+    job.xwd = xd;
+    job.xws = xs;
+    const auto quantize = level == QuantLevel::kScalar ? quantize_acts16 : avx2_quantize_acts16;
     const InterleavedDotsFn fn =
         level == QuantLevel::kAvx512 ? avx512_interleaved_int16_dots(f) : nullptr;
+    // The kernel broadcasts a pair of each row of a tile from one base address: [K / 2][M]
+    // pairs and [K / 32][M] scales, which for one row are the row's own arrays.
+    const bool transpose = fn && M > 1;
     if (fn) {
-      // The kernel broadcasts a pair of each row of a tile from one base address.
-      if (xpairs.size() < M * K / 2) xpairs.resize(M * K / 2);
-      for (size_t m = 0; m < M; ++m) {
-        for (size_t i = 0; i < K / 2; ++i) {
-          std::memcpy(&xpairs[i * M + m], &xw[m * K + 2 * i], 4);
-        }
-        for (size_t b = 0; b < nb; ++b) {
-          xws[2 * M * nb + b * M + m] = job.xwd[m * nb + b];
-          xws[3 * M * nb + b * M + m] = job.xws[m * nb + b];
-        }
-      }
-      job.xpairs = xpairs.data();
-      job.xwdt = xws.data() + 2 * M * nb;
-      job.xwst = xws.data() + 3 * M * nb;
+      if (transpose && xpairs.size() < M * K / 2) xpairs.resize(M * K / 2);
+      job.xpairs = transpose ? xpairs.data() : xw32.data();
+      job.xwdt = transpose ? xws.data() + 2 * M * nb : xd;
+      job.xwst = transpose ? xws.data() + 3 * M * nb : xs;
     }
+    // Thread-locals are the calling thread's: the region uses these pointers.
+    const int32_t* const row_pairs = xw32.data();
+    int32_t* const pairs_out = xpairs.data();
+    float* const xdt = xws.data() + 2 * M * nb;
+    float* const xst = xws.data() + 3 * M * nb;
 #pragma omp parallel num_threads(threads)
     {
       const size_t nt = static_cast<size_t>(omp_get_num_threads());
+      const size_t t = static_cast<size_t>(omp_get_thread_num());
+      const size_t rows = (M + nt - 1) / nt;
+      const size_t m0 = std::min(M, rows * t), m1 = std::min(M, m0 + rows);
+      if (m1 > m0) quantize(x, m0, m1, K, xw, xd, xs);
+#pragma omp barrier
+      if (transpose) {
+        const size_t blocks = (nb + nt - 1) / nt;
+        const size_t b0 = std::min(nb, blocks * t), b1 = std::min(nb, b0 + blocks);
+        for (size_t i = b0 * 16; i < b1 * 16; ++i) {
+          for (size_t m = 0; m < M; ++m) pairs_out[i * M + m] = row_pairs[m * K / 2 + i];
+        }
+        for (size_t b = b0; b < b1; ++b) {
+          for (size_t m = 0; m < M; ++m) {
+            xdt[b * M + m] = xd[m * nb + b];
+            xst[b * M + m] = xs[m * nb + b];
+          }
+        }
+#pragma omp barrier
+      }
       const size_t chunk = (groups + nt - 1) / nt;
-      const size_t g0 = std::min(groups, chunk * static_cast<size_t>(omp_get_thread_num()));
+      const size_t g0 = std::min(groups, chunk * t);
       const size_t g1 = std::min(groups, g0 + chunk);
       if (g1 > g0) {
         if (fn) {

@@ -2,7 +2,7 @@
 // MatmulPath::kInt16Dots), AVX-512 with VNNI. One 512-bit vector holds elements k and k + 1 of a
 // group's 16 weight rows as int16 pairs; vpdpwssd multiplies them with a broadcast pair of one
 // activation row's int16 values and adds both products to that row's 16 int32 sums, exactly.
-// A pair's weights are unpacked once for up to 8 activation rows. Per 32-element block each
+// A block's weight pairs are unpacked once for up to 16 activation rows. Per 32-element block each
 // output then takes acc = fma(float(isum), dw * dx, acc) and, for Q4_1, acc = fma(mw, sx, acc):
 // the operations of quant_interleaved.cpp's reference in its order, so the bits are the same.
 #include <algorithm>
@@ -110,8 +110,7 @@ ADAKV_AVX512_VNNI_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
           const __m512 mn =
               _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
           for (int r = 0; r < H; ++r) {
-            acc[i][h + r] =
-                _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[b * M + h + r]), acc[i][h + r]);
+            acc[i][h + r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[b * M + h + r]), acc[i][h + r]);
           }
         }
       }
