@@ -96,10 +96,10 @@ void CompressionFlags::add_to(CLI::App* app_) {
   app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")
       ->check(CLI::IsMember({"f32", "bf16", "e4m3"}));
   app->add_option("--decode-dots", decode_dots,
-                  "Decode products: float (default: float32 activations, the same tokens under "
-                  "any batching or TP) or int16 (activations rounded to 16 bits per 32, as "
-                  "llama.cpp rounds them to 8: ~1.3x faster decode on AVX2 CPUs; another batch or "
-                  "TP size can flip near-tied tokens)")
+                  "Decode products: int16 (default: activations rounded to 16 bits per 32 "
+                  "elements, as llama.cpp rounds them to 8; a row's result does not depend on its "
+                  "batch) or float (float32 activations: slower, but TP 1 and TP N then agree to "
+                  "float32 rounding, where int16 rounding can flip a near-tied token)")
       ->check(CLI::IsMember({"float", "int16"}))
       ->each([](const std::string& v) {
         kernels::set_decode_dots(v == "int16" ? kernels::MatmulPath::kInt16Dots

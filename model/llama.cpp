@@ -74,11 +74,11 @@ void LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch,
 namespace {
 
 // Consecutive activation rows that take one kernel path (kernels/quant.h): a sequence's single
-// decode row takes the float32 row dots (or the int16 dots when asked: decode_dots_path), a
-// prompt chunk the float32 GEMM, one GEMM per chunk (`groups`); by default activations are never
-// rounded, so the products stay those of the dequantized model (as the oracle computes them) up
-// to float32 rounding. The choice depends only on the sequence's own rows, so a sequence
-// computes the same numbers alone or in any batch.
+// decode row takes the decode row dots (int16 activations by default, float32 when asked:
+// decode_dots_path), a prompt chunk the float32 GEMM, one GEMM per chunk (`groups`), whose
+// products stay those of the dequantized model (as the oracle computes them) up to float32
+// rounding. The choice depends only on the sequence's own rows, so a sequence computes the same
+// numbers alone or in any batch.
 struct RowRun {
   size_t begin, count;
   k::MatmulPath path;

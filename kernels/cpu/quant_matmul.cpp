@@ -478,7 +478,7 @@ QuantLevel quant_level() {
 }
 
 namespace {
-std::atomic<bool> g_decode_int16{false};
+std::atomic<bool> g_decode_int16{true};
 }  // namespace
 
 void set_decode_dots(MatmulPath path) {

@@ -56,12 +56,14 @@ std::vector<json> sixteen_requests() {
 
 TEST(BatchCli, Tp3GivesTheResultsOfOneRank) {
   const auto file = batch_file("tp", sixteen_requests());
-  // A small floor and short chunks: compression and chunked prefill both take part. f32 KV:
-  // three ranks sum the RowParallel outputs in another order than one, and bf16 rounding of
-  // K and V can turn those last-bit differences into a different kept token at a budget edge.
+  // A small floor and short chunks: compression and chunked prefill both take part. f32 KV and
+  // float decode dots: three ranks sum the RowParallel outputs in another order than one, and
+  // bf16 rounding of K and V, or int16 rounding of the decode activations, can turn those
+  // last-bit differences into a different kept token at a budget edge or a near-tied token.
   const std::string args =
       "batch " + file.string() +
-      " -q --min-keep 64 --prefill-chunk 256 --kv-pool-mb 256 --kv-dtype f32 --model " +
+      " -q --min-keep 64 --prefill-chunk 256 --kv-pool-mb 256 --kv-dtype f32 --decode-dots float"
+      " --model " +
       model_path();
   const auto one = adakv_mpi(1, args);
   ASSERT_EQ(one.rc, 0) << one.err;

@@ -90,9 +90,9 @@ class DefaultCompression : public ::testing::Test {
     path_ = new std::string(adakv::test::model_path());
     engine_ = new adakv::runtime::Engine(*path_);
     const auto file = adakv::gguf::GgufFile::open(*path_);
-    names_ = new std::vector<std::string>(adakv::compression::model_preset_names(
-        file.get_string("general.basename", ""), file.get_string("general.size_label", ""),
-        *path_));
+    names_ = new std::vector<std::string>(
+        adakv::compression::model_preset_names(file.get_string("general.basename", ""),
+                                               file.get_string("general.size_label", ""), *path_));
   }
   static void TearDownTestSuite() {
     delete engine_;
@@ -106,8 +106,7 @@ class DefaultCompression : public ::testing::Test {
         *names_, adakv::compression::config_dirs(std::getenv("ADAKV_CONFIGS"), ADAKV_BINARY,
                                                  ADAKV_TEST_DATA_DIR "/../../configs"));
   }
-  static adakv::runtime::GenerateResult run(const std::string& text,
-                                            const CompressionConfig& c) {
+  static adakv::runtime::GenerateResult run(const std::string& text, const CompressionConfig& c) {
     adakv::runtime::GenerateRequest req;
     req.prompt = engine_->encode_prompt(text, /*chat=*/true);
     req.max_tokens = kMaxTokens;

@@ -104,6 +104,16 @@ class LogitsOracle : public ::testing::Test {
   }
   // Greedy decoding from every golden prompt gives the transformers tokens.
   static void expect_greedy_goldens(const adakv::model::LlamaModel& model);
+  // max |row[id] - want| / max |logit| over the position's checked ids (top and probes).
+  static float row_error(const float* row, const Position& ref) {
+    float worst = 0;
+    auto rel = [&](int32_t id, float want) { return std::fabs(row[id] - want) / ref.max_abs; };
+    for (const auto& [id, want] : ref.top) worst = std::max(worst, rel(id, want));
+    for (size_t i = 0; i < ref.probes.size(); ++i) {
+      worst = std::max(worst, rel(goldens_->probe_ids[i], ref.probes[i]));
+    }
+    return worst;
+  }
   static Goldens* goldens_;
   static adakv::model::LlamaModel* model_;
 };
@@ -122,13 +132,8 @@ TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
     float worst = 0;
     for (size_t t = 0; t < pr.ids.size(); ++t) {
       const float* row = logits.data() + t * V;
-      const auto& ref = pr.positions[t];
-      auto rel = [&](int32_t id, float want) { return std::fabs(row[id] - want) / ref.max_abs; };
-      for (const auto& [id, want] : ref.top) worst = std::max(worst, rel(id, want));
-      for (size_t i = 0; i < ref.probes.size(); ++i) {
-        worst = std::max(worst, rel(goldens_->probe_ids[i], ref.probes[i]));
-      }
-      ASSERT_EQ(adakv::runtime::argmax(row, V), ref.argmax)
+      worst = std::max(worst, row_error(row, pr.positions[t]));
+      ASSERT_EQ(adakv::runtime::argmax(row, V), pr.positions[t].argmax)
           << "prompt of " << pr.ids.size() << " tokens, position " << t;
     }
     EXPECT_LE(worst, adakv::test::kLogitsRel) << "prompt of " << pr.ids.size() << " tokens";
@@ -138,21 +143,63 @@ TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
   EXPECT_GE(longest, 2000u);
 }
 
-// The goldens hold on both decode paths: float dots (the default) and int16 dots
-// (--decode-dots int16). The choice precedes loading, as on the command line (it decides the
-// layout the weights are kept in), so the int16 run loads the model again.
+// Sets the decode dots for a scope (they decide the layout the weights are loaded in, so a
+// model is loaded after), then restores the process's choice.
+class DecodeDots {
+ public:
+  explicit DecodeDots(adakv::kernels::MatmulPath path) { adakv::kernels::set_decode_dots(path); }
+  ~DecodeDots() { adakv::kernels::set_decode_dots(saved_); }
+
+ private:
+  adakv::kernels::MatmulPath saved_ = adakv::kernels::decode_dots_path();
+};
+
+constexpr adakv::kernels::MatmulPath kDecodePaths[] = {adakv::kernels::MatmulPath::kInt16Dots,
+                                                       adakv::kernels::MatmulPath::kFloatDots};
+
+const char* path_name(adakv::kernels::MatmulPath path) {
+  return path == adakv::kernels::MatmulPath::kInt16Dots ? "int16 dots (the default)"
+                                                        : "float dots (--decode-dots float)";
+}
+
+// The goldens hold on both decode paths.
 TEST_F(LogitsOracle, Greedy64TokensIdentical) {
-  struct Restore {
-    ~Restore() { adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots); }
-  } restore;
-  {
-    SCOPED_TRACE("float dots");
-    expect_greedy_goldens(*model_);
+  for (const auto path : kDecodePaths) {
+    SCOPED_TRACE(path_name(path));
+    const DecodeDots dots(path);
+    const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
+    expect_greedy_goldens(model);
   }
-  adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kInt16Dots);
-  SCOPED_TRACE("int16 dots");
-  const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
-  expect_greedy_goldens(model);
+}
+
+// The rows a generated token takes (one token per forward: the decode dots, int16 activations
+// by default) against the transformers logits at every position, within the tolerance and with
+// the argmax of the prompt's float32 GEMM path above. The long prompt is prefilled up to its last
+// 100 tokens, which are then decoded at 2000 tokens of context.
+TEST_F(LogitsOracle, DecodeRowsMatchTransformers) {
+  const size_t V = model_->config().vocab_size;
+  for (const auto path : kDecodePaths) {
+    SCOPED_TRACE(path_name(path));
+    const DecodeDots dots(path);
+    const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
+    float worst = 0;
+    size_t rows = 0;
+    for (const auto& pr : goldens_->prompts) {
+      const size_t n = pr.ids.size(), first = n > 200 ? n - 100 : 0;
+      adakv::runtime::ContiguousKvCache cache(model.config(), n);
+      std::vector<float> logits;
+      if (first > 0) model.forward(pr.ids.data(), first, cache, logits);
+      for (size_t t = first; t < n; ++t, ++rows) {
+        model.forward(&pr.ids[t], 1, cache, logits);
+        worst = std::max(worst, row_error(logits.data(), pr.positions[t]));
+        EXPECT_EQ(adakv::runtime::argmax(logits.data(), V), pr.positions[t].argmax)
+            << "prompt of " << n << " tokens, position " << t;
+      }
+    }
+    EXPECT_LE(worst, adakv::test::kLogitsRel);
+    std::printf("%s: %zu decode rows, max |diff| / max |logit| over checked ids = %.2e\n",
+                path_name(path), rows, worst);
+  }
 }
 
 void LogitsOracle::expect_greedy_goldens(const adakv::model::LlamaModel& model) {

@@ -1,5 +1,9 @@
 // The serving loop on the real model: chunked prefill, ragged batches and preemption give every
-// request the tokens it gets alone, and the pool's blocks all come back.
+// request the tokens it gets alone, and the pool's blocks all come back. The engine decodes on
+// float dots (--decode-dots float), whose results another prompt chunking or a recompute after
+// preemption changes only by float32 rounding, so that the tight tolerances below check the
+// loop's bookkeeping; the default int16 dots, which round those last-bit differences up to
+// ~1e-2 of a logit, get their own test at a looser tolerance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/quant.h"
 #include "runtime/engine.h"
 #include "runtime/llm_engine.h"
 #include "tests/e2e/model_fixture.h"
@@ -24,6 +29,8 @@ using adakv::runtime::ServingConfig;
 class StepEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // Chosen before loading: it decides the layout the weights are kept in.
+    adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots);
     engine_ = new Engine(adakv::test::model_path());
     std::ifstream in("/usr/share/common-licenses/GPL-3");
     std::stringstream ss;
@@ -33,6 +40,7 @@ class StepEngine : public ::testing::Test {
   static void TearDownTestSuite() {
     delete engine_;
     delete text_;
+    adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kInt16Dots);
   }
   // n tokens of the GPL-3 text from token `offset` on: different prompts for different offsets.
   static std::vector<int32_t> prompt(size_t offset, size_t n) {
@@ -53,11 +61,11 @@ class StepEngine : public ::testing::Test {
     std::vector<std::vector<std::vector<float>>> logits;  // [request][step][vocab]
   };
   static Run run_loop(const std::vector<GenerateRequest>& reqs, const ServingConfig& config,
-                      LlmEngine** keep = nullptr) {
+                      Engine* engine = nullptr) {
     Run run;
     run.results.resize(reqs.size());
     run.logits.resize(reqs.size());
-    LlmEngine loop(*engine_, config);
+    LlmEngine loop(engine ? *engine : *engine_, config);
     for (size_t i = 0; i < reqs.size(); ++i) {
       adakv::runtime::Request r;
       r.generate = reqs[i];
@@ -84,11 +92,13 @@ class StepEngine : public ::testing::Test {
     last_stats_ = loop.stats();
     return run;
   }
-  static Run alone(const GenerateRequest& req) {
+  static Run alone(const GenerateRequest& req, Engine* engine = nullptr) {
     Run run;
     run.logits.resize(1);
-    run.results.push_back(engine_->generate(
-        req, {}, [&](const float* lg, size_t v) { run.logits[0].emplace_back(lg, lg + v); }));
+    run.results.push_back(
+        (engine ? engine : engine_)->generate(req, {}, [&](const float* lg, size_t v) {
+          run.logits[0].emplace_back(lg, lg + v);
+        }));
     return run;
   }
   // The same greedy tokens, or a divergence explained by summation order: up to the first
@@ -120,6 +130,15 @@ class StepEngine : public ::testing::Test {
     c.policy = p;
     c.budget_ratio = ratio;
     return c;
+  }
+  // Sixteen requests of 40..715 prompt tokens and all three policies.
+  static std::vector<GenerateRequest> sixteen_requests() {
+    std::vector<GenerateRequest> reqs;
+    for (size_t i = 0; i < 16; ++i) {
+      const Policy p = i % 3 == 0 ? Policy::kFull : i % 3 == 1 ? Policy::kAdaKV : Policy::kSnapKV;
+      reqs.push_back(request(prompt(37 * i, 40 + 45 * i), policy(p), 12 + i % 5));
+    }
+    return reqs;
   }
   static ServingConfig serving(size_t blocks, size_t chunk = 256, size_t batched = 1024) {
     ServingConfig c;
@@ -160,11 +179,7 @@ TEST_F(StepEngine, ChunkedPrefillGivesTheTokensOfOneForward) {
 }
 
 TEST_F(StepEngine, SixteenRequestsBatchedGiveTheirTokensAlone) {
-  std::vector<GenerateRequest> reqs;
-  for (size_t i = 0; i < 16; ++i) {
-    const Policy p = i % 3 == 0 ? Policy::kFull : i % 3 == 1 ? Policy::kAdaKV : Policy::kSnapKV;
-    reqs.push_back(request(prompt(37 * i, 40 + 45 * i), policy(p), 12 + i % 5));
-  }
+  const auto reqs = sixteen_requests();
   const auto batched = run_loop(reqs, serving(40000));
   EXPECT_GE(last_stats_.peak_running, 8u);
   size_t same = 0;
@@ -177,6 +192,29 @@ TEST_F(StepEngine, SixteenRequestsBatchedGiveTheirTokensAlone) {
         << "request " << i;
   }
   std::printf("%zu of 16 token for token\n", same);
+}
+
+// The same on the default int16 decode dots (an engine of its own: the choice precedes loading).
+// A batch chunks the prompts otherwise than one request alone does; the rounding of the
+// activations turns those last-bit differences into logits up to ~1e-2 apart (of logits ~20),
+// which is the tolerance here, with the same budgets.
+TEST_F(StepEngine, SixteenRequestsBatchedOnInt16DotsGiveTheirTokensAlone) {
+  adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kInt16Dots);
+  struct Restore {
+    ~Restore() { adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots); }
+  } restore;
+  Engine engine(adakv::test::model_path());
+  const auto reqs = sixteen_requests();
+  const auto batched = run_loop(reqs, serving(40000), &engine);
+  size_t same = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto one = alone(reqs[i], &engine);
+    expect_same(batched, i, one, 0, 0.05, "int16, request " + std::to_string(i));
+    same += batched.results[i].tokens == one.results[0].tokens;
+    EXPECT_EQ(batched.results[i].compression.budgets, one.results[0].compression.budgets)
+        << "request " << i;
+  }
+  std::printf("int16 dots: %zu of 16 token for token\n", same);
 }
 
 TEST_F(StepEngine, PreemptedRequestsContinueSeamlesslyAndTheBlocksComeBack) {
