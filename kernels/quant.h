@@ -91,8 +91,9 @@ enum class MatmulPath {
 // first: ~1.5x the products per second on 16 rows with AVX-512 VNNI, ~1.6x per row on AVX2.
 // Their rounding (a step of amax / 32767 per 32 elements) keeps decoded logits within 1e-3 of
 // transformers' (tests/e2e/test_logits_oracle.cpp) and a row's result independent of its batch;
-// but it turns the last-bit differences of another summation order (TP's all-reduce) into
-// differences of ~1e-4 of a logit, where float dots keep TP 1 and TP N at float32 rounding.
+// but it turns the last-bit differences of another summation order (TP's all-reduce, another
+// prompt chunking) into differences of 1e-4..1e-3 of the largest logit, where float dots keep
+// them at float32 rounding.
 // Process-wide, like the level; every rank sets the same from the same command line.
 void set_decode_dots(MatmulPath path);
 MatmulPath decode_dots_path();
