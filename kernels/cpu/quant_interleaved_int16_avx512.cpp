@@ -46,14 +46,20 @@ ADAKV_AVX512_VNNI_INLINE void dot_pair(__m512i& isum, __m512i w, const int32_t* 
 }
 
 // The block's 32 elements of H activation rows from `pairs` (pair p of row r at pairs[p * M +
-// r]) against the 16 weight pairs w(p): exact int32 sums, one vector of 16 weight rows per
-// activation row.
-template <int H, typename PairFn>
+// r]) against its 16 weight pairs: exact int32 sums, one vector of 16 weight rows per activation
+// row. The pairs come unpacked from wbuf when kBuffered, else unpacked from the quants here.
+template <WeightFormat F, int H, bool kBuffered>
 ADAKV_AVX512_VNNI_INLINE void block_sums(__m512i (&isum)[H], const int32_t* pairs, size_t M,
-                                         PairFn w) {
+                                         const int16_t (*wbuf)[32], const uint8_t* quants,
+                                         __m512i pair_index) {
   for (int r = 0; r < H; ++r) isum[r] = _mm512_setzero_si512();
   for (size_t p = 0; p < 16; ++p) {
-    const __m512i wp = w(p);
+    __m512i wp;
+    if constexpr (kBuffered) {
+      wp = _mm512_load_si512(wbuf[p]);
+    } else {
+      wp = weight_pair<F>(quants, p, pair_index);
+    }
     for (int r = 0; r < H; ++r) dot_pair(isum[r], wp, pairs + p * M + r);
   }
 }
@@ -95,12 +101,7 @@ ADAKV_AVX512_VNNI_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
       }
       for (int h = 0; h < R; h += H) {
         __m512i isum[H];
-        if constexpr (R > H) {
-          block_sums<H>(isum, pairs + h, M, [&](size_t p) { return _mm512_load_si512(wbuf[p]); });
-        } else {
-          block_sums<H>(isum, pairs + h, M,
-                        [&](size_t p) { return weight_pair<F>(blk + kQuants, p, pair_index); });
-        }
+        block_sums<F, H, (R > H)>(isum, pairs + h, M, wbuf, blk + kQuants, pair_index);
         for (int r = 0; r < H; ++r) {
           acc[i][h + r] =
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]),
