@@ -14,8 +14,8 @@ std::string preset_name(const std::string& s) {
   std::string out;
   for (unsigned char ch : s) {
     const char c = static_cast<char>(std::tolower(ch));
-    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-                      c == '-';
+    const bool keep =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
     out += keep ? c : '-';
   }
   out.erase(0, out.find_first_not_of('.'));
@@ -61,7 +61,8 @@ std::vector<std::string> model_preset_names(const std::string& basename,
   if (stem.size() > 5 && lower(stem.substr(stem.size() - 5)) == ".gguf") {
     stem.resize(stem.size() - 5);
   }
-  if (const size_t dot = stem.rfind('.'); dot != std::string::npos && quant_tag(stem.substr(dot + 1))) {
+  if (const size_t dot = stem.rfind('.');
+      dot != std::string::npos && quant_tag(stem.substr(dot + 1))) {
     stem.resize(dot);
   }
   for (;;) {
@@ -118,8 +119,8 @@ ModelDefaults model_defaults(const std::vector<std::string>& names,
   }
   std::string looked;
   for (const auto& d : dirs) looked += (looked.empty() ? "" : ", ") + d + "/compression";
-  g.source = "built-in defaults (no preset " + (names.empty() ? std::string("for the model")
-                                                             : names.front() + ".yaml") +
+  g.source = "built-in defaults (no preset " +
+             (names.empty() ? std::string("for the model") : names.front() + ".yaml") +
              (looked.empty() ? std::string(")") : " in " + looked + ")");
   return g;
 }

@@ -386,9 +386,9 @@ TEST(ModelPreset, NamesFromMetadataThenTheFileName) {
 TEST(ModelPreset, ConfigFoldersAndLookup) {
   EXPECT_EQ(config_dirs("/env/configs", "/opt/a/build/adakv", "/src/configs"),
             (std::vector<std::string>{"/env/configs"}));
-  EXPECT_EQ(config_dirs("", "/opt/a/build/adakv", "/src/configs"),
-            (std::vector<std::string>{"/opt/a/configs", "/opt/a/share/adakv/configs",
-                                      "/src/configs"}));
+  EXPECT_EQ(
+      config_dirs("", "/opt/a/build/adakv", "/src/configs"),
+      (std::vector<std::string>{"/opt/a/configs", "/opt/a/share/adakv/configs", "/src/configs"}));
   EXPECT_EQ(config_dirs(nullptr, "/opt/a/build/adakv", "/opt/a/configs/"),
             (std::vector<std::string>{"/opt/a/configs", "/opt/a/share/adakv/configs"}));
 
