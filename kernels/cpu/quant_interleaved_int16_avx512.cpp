@@ -94,6 +94,10 @@ ADAKV_AVX512_VNNI_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
       // About 2.5 KiB ahead in each group's stream, as the float kernel does.
       for (size_t c = 0; c < bb; c += 64) _mm_prefetch(blk + ahead + c, _MM_HINT_T0);
       const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+      __m512 mn = _mm512_setzero_ps();
+      if constexpr (F == WeightFormat::kQ4_1) {
+        mn = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+      }
       if constexpr (R > H) {
         for (size_t p = 0; p < 16; ++p) {
           _mm512_store_si512(wbuf[p], weight_pair<F>(blk + kQuants, p, pair_index));
@@ -108,8 +112,6 @@ ADAKV_AVX512_VNNI_FN void tile(const InterleavedJob& job, size_t g, size_t m) {
                               _mm512_mul_ps(d, _mm512_set1_ps(xd[b * M + h + r])), acc[i][h + r]);
         }
         if constexpr (F == WeightFormat::kQ4_1) {
-          const __m512 mn =
-              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
           for (int r = 0; r < H; ++r) {
             acc[i][h + r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[b * M + h + r]), acc[i][h + r]);
           }

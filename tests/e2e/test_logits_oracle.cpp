@@ -14,6 +14,7 @@
 #include "model/llama.h"
 #include "runtime/contiguous_kv_cache.h"
 #include "runtime/sampler.h"
+#include "tests/e2e/decode_dots_scope.h"
 #include "tests/e2e/model_fixture.h"
 #include "tests/unit/tolerances.h"
 
@@ -143,17 +144,6 @@ TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
   EXPECT_GE(longest, 2000u);
 }
 
-// Sets the decode dots for a scope (they decide the layout the weights are loaded in, so a
-// model is loaded after), then restores the process's choice.
-class DecodeDots {
- public:
-  explicit DecodeDots(adakv::kernels::MatmulPath path) { adakv::kernels::set_decode_dots(path); }
-  ~DecodeDots() { adakv::kernels::set_decode_dots(saved_); }
-
- private:
-  adakv::kernels::MatmulPath saved_ = adakv::kernels::decode_dots_path();
-};
-
 constexpr adakv::kernels::MatmulPath kDecodePaths[] = {adakv::kernels::MatmulPath::kInt16Dots,
                                                        adakv::kernels::MatmulPath::kFloatDots};
 
@@ -166,7 +156,7 @@ const char* path_name(adakv::kernels::MatmulPath path) {
 TEST_F(LogitsOracle, Greedy64TokensIdentical) {
   for (const auto path : kDecodePaths) {
     SCOPED_TRACE(path_name(path));
-    const DecodeDots dots(path);
+    const adakv::test::DecodeDotsScope dots(path);
     const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
     expect_greedy_goldens(model);
   }
@@ -180,7 +170,7 @@ TEST_F(LogitsOracle, DecodeRowsMatchTransformers) {
   const size_t V = model_->config().vocab_size;
   for (const auto path : kDecodePaths) {
     SCOPED_TRACE(path_name(path));
-    const DecodeDots dots(path);
+    const adakv::test::DecodeDotsScope dots(path);
     const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
     float worst = 0;
     size_t rows = 0;

@@ -14,6 +14,7 @@
 #include "kernels/quant.h"
 #include "runtime/engine.h"
 #include "runtime/llm_engine.h"
+#include "tests/e2e/decode_dots_scope.h"
 #include "tests/e2e/model_fixture.h"
 
 namespace {
@@ -199,10 +200,7 @@ TEST_F(StepEngine, SixteenRequestsBatchedGiveTheirTokensAlone) {
 // activations turns those last-bit differences into logits up to 0.0083 apart (of logits ~20;
 // 4 of the 16 requests), so the tolerance here is 0.05, with the same budgets.
 TEST_F(StepEngine, SixteenRequestsBatchedOnInt16DotsGiveTheirTokensAlone) {
-  adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kInt16Dots);
-  struct Restore {
-    ~Restore() { adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots); }
-  } restore;
+  const adakv::test::DecodeDotsScope dots(adakv::kernels::MatmulPath::kInt16Dots);
   Engine engine(adakv::test::model_path());
   const auto reqs = sixteen_requests();
   const auto batched = run_loop(reqs, serving(40000), &engine);
