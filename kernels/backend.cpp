@@ -5,13 +5,22 @@
 namespace adakv::kernels {
 
 const char* to_string(BackendKind kind) {
-  return kind == BackendKind::kCuda ? "cuda" : "cpu";
+  switch (kind) {
+    case BackendKind::kCuda:
+      return "cuda";
+    case BackendKind::kGuarded:
+      return "guarded";
+    case BackendKind::kCpu:
+      break;
+  }
+  return "cpu";
 }
 
 BackendKind backend_kind_from_string(const std::string& name) {
   if (name == "cpu") return BackendKind::kCpu;
   if (name == "cuda") return BackendKind::kCuda;
-  throw std::invalid_argument("backend '" + name + "' is not cpu or cuda");
+  if (name == "guarded") return BackendKind::kGuarded;
+  throw std::invalid_argument("backend '" + name + "' is not cpu, cuda or guarded");
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {

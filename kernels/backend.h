@@ -1,9 +1,20 @@
-// The backend a model runs on: it owns memory (buffers, the forward's workspace, the KV pool's
-// arena) as well as compute (every op of the forward pass, KV block writes and reads, the
-// scoring of Ada-KV). The CPU backend (kernels/cpu/cpu_backend.cpp) implements it over the ops
-// of kernels/ops.h and kernels/quant.h; the CUDA backend implements the same methods one to one.
-// Pointers passed to the ops point into memory of the same backend. Every op throws
-// std::invalid_argument naming itself on arguments its ops.h twin rejects.
+// The backend a model runs on: it owns memory (weights, the forward's workspace, the KV pool's
+// arena and block tables, staged token ids and positions, logits) as well as compute (every op
+// of the forward pass, KV appends, copies and reads, the scoring of Ada-KV). The CPU backend
+// (kernels/cpu/cpu_backend.cpp) implements it over the ops of kernels/ops.h and kernels/quant.h;
+// the guarded backend (kernels/cpu/guarded_backend.cpp) is the CPU backend with its memory
+// unreachable to host code outside its own ops; the CUDA backend implements the same methods.
+//
+// Contract:
+//  - Every pointer an op takes, and every pointer inside its argument structs (PagedSequence's
+//    block tables, lengths, queries and outputs), points into memory of this backend. Sizes,
+//    strides and small parameter structs are host values.
+//  - Host code never dereferences backend memory: bytes enter through upload() and leave
+//    through download(); host code that must run on backend memory (the MPI collectives of a
+//    CPU backend's device group) runs inside run_on_host().
+//  - Ops and transfers run in the order issued, on one stream per backend; download() and
+//    synchronize() wait for everything issued before them.
+//  - Every op throws std::invalid_argument naming itself on arguments its ops.h twin rejects.
 //
 // Knobs of one backend alone (the CPU's thread count: kernels/cpu_threads.h) stay out of this
 // interface.
@@ -11,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,12 +33,28 @@
 
 namespace adakv::kernels {
 
-enum class BackendKind { kCpu, kCuda };
+// kGuarded: the CPU backend with its memory fenced off from host code (make_guarded_backend), a
+// stand-in for a device's memory that runs everywhere.
+enum class BackendKind { kCpu, kCuda, kGuarded };
 const char* to_string(BackendKind kind);
-// "cpu" or "cuda"; throws std::invalid_argument naming the value otherwise.
+// "cpu", "cuda" or "guarded"; throws std::invalid_argument naming the value otherwise.
 BackendKind backend_kind_from_string(const std::string& name);
 
 class Backend;
+
+// How pool_scores smooths and aggregates a layer's window mass (compression::CompressionConfig's
+// pooling knobs): the first `sink` positions keep their own mass and count as zeros to the
+// pooling of the others; the rest take a 1-D pooling of width `kernel` (stride 1, padding
+// kernel / 2, average counting the padding as zeros, like torch's) whose span for position i is
+// [i - kernel/2 - shift, i + kernel/2 - shift]; then the GQA group's rows are averaged or
+// maxed.
+struct ScorePooling {
+  size_t sink = 0;
+  size_t kernel = 1;
+  bool max_pool = true;
+  size_t shift = 0;
+  bool gqa_max = false;
+};
 
 // Memory of one backend, freed by it when the Buffer goes.
 class Buffer {
@@ -62,8 +90,32 @@ class Backend {
   // `bytes` of device memory, uninitialised (on the CPU, fresh pages cost nothing until
   // written: a KV arena sized for the worst case is paid for as it fills).
   virtual Buffer allocate(size_t bytes) = 0;
+  // Read-only memory holding the `bytes` at `host` (weights and norms, at load). The CPU
+  // backend returns a view of `host` itself, no copy, so `host` must outlive the buffer (a
+  // mapped file, or memory the caller keeps); the guarded and device backends copy.
+  virtual Buffer constant(const void* host, size_t bytes) = 0;
   // Called by Buffer only.
   virtual void free(void* data, size_t bytes) = 0;
+
+  // ---- Transfers (stream-ordered) ----
+  // host -> backend; returns once `src` may be reused.
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+  // backend -> host; returns once `dst` holds the bytes (after every op issued before).
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;
+  // backend -> backend; the ranges must not overlap.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill(void* dst, uint8_t byte, size_t bytes) = 0;
+  // Waits for every op and transfer issued so far.
+  virtual void synchronize() = 0;
+  // Runs `task`, host code that reads and writes this backend's memory, after everything issued
+  // before it: how a CPU backend's device group runs MPI collectives on activations. A backend
+  // whose memory the host cannot address throws std::logic_error.
+  virtual void run_on_host(const std::function<void()>& task) = 0;
+  // Row gather: dst row i (dst_stride bytes apart) <- src row rows[i] (src_stride bytes apart),
+  // row_bytes each, for i < n; `rows` holds n row numbers in backend memory. dst and src must not
+  // overlap.
+  virtual void gather_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride,
+                           size_t row_bytes, const int32_t* rows, size_t n) = 0;
 
   // ---- Compute (the semantics of the ops.h / quant.h function of the same name) ----
   virtual void rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t dim,
@@ -94,6 +146,21 @@ class Backend {
                                 float scale) = 0;
   virtual void attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* pool,
                                const KvBlockLayout& layout, size_t Hq, size_t Hkv, float scale) = 0;
+  // ---- The KV pool (slot = block id * block_tokens + row in the block) ----
+  // The K and V rows of n_tokens new tokens, n_heads heads each (token t, head h at
+  // k + t * stride + h * head_dim, and v likewise), stored in the pool's dtype at slot
+  // slots[t * n_heads + h]; a slot of -1 stores nothing. One call per layer serves every
+  // sequence of a step.
+  virtual void kv_append(uint8_t* pool, const KvBlockLayout& layout, const float* k,
+                         const float* v, size_t stride, size_t n_tokens, size_t n_heads,
+                         const int32_t* slots) = 0;
+  // Slot dst[i] <- the bytes slot src[i] held before the call (K, V and E4M3 scales, never
+  // re-quantized), for i < n: compaction in place and copies of a sequence.
+  virtual void kv_copy_rows(uint8_t* pool, const KvBlockLayout& layout, const int32_t* src,
+                            const int32_t* dst, size_t n) = 0;
+  // Row i of k (and of v unless null), stride floats apart, <- slot slots[i] as float32.
+  virtual void kv_gather(float* k, float* v, size_t stride, const uint8_t* pool,
+                         const KvBlockLayout& layout, const int32_t* slots, size_t n) = 0;
   virtual void kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0,
                               const float* k, const float* v, size_t n, size_t src_stride) = 0;
   virtual void kv_block_read(const uint8_t* block, const KvBlockLayout& layout, size_t row0,
@@ -106,6 +173,12 @@ class Backend {
 // The backend of `kind`. Throws std::runtime_error saying why when this build or machine has
 // none of that kind.
 std::unique_ptr<Backend> make_backend(BackendKind kind);
+// The CPU backend whose memory host code outside its ops cannot reach: its allocations sit in
+// one region kept PROT_NONE except while one of its ops, transfers or run_on_host() tasks runs,
+// so a stray host read or write of backend memory faults at once (SIGSEGV at the offending
+// instruction). Every op also checks that each pointer it is given lies in that region, and
+// throws std::invalid_argument naming the op and the argument when not.
+std::unique_ptr<Backend> make_guarded_backend();
 // The process's CPU backend, for code that runs without a chosen backend (tools, tests).
 Backend& cpu_backend();
 
@@ -117,6 +190,11 @@ class Workspace {
   // `floats` floats in slot `slot` (contents undefined); valid until the slot is asked again
   // for more.
   float* floats(size_t slot, size_t floats);
+  // `n` int32 in slot `slot` (the same storage as floats()).
+  int32_t* ints(size_t slot, size_t n) {
+    static_assert(sizeof(int32_t) == sizeof(float));
+    return reinterpret_cast<int32_t*>(floats(slot, n));
+  }
 
  private:
   Backend* backend_;

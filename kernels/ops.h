@@ -89,6 +89,33 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
                        const KvBlockLayout& layout, size_t Hq, size_t Hkv, float scale,
                        Stream stream = {});
 
+// ---- The KV pool: blocks of one layout side by side, block b at pool + b * block_bytes(); a
+// slot is block id * block_tokens + row in the block ----------------------------------------
+
+// Stores the K and V rows of n_tokens tokens of n_heads heads each (token t, head h at
+// k + t * stride + h * head_dim, and v likewise) at slot slots[t * n_heads + h], converted as
+// kv_block_write converts (the same bytes). A slot of -1 stores nothing; any other negative slot
+// is kInvalidArgument. The slots other than -1 must be distinct.
+Status kv_append(uint8_t* pool, const KvBlockLayout& layout, const float* k, const float* v,
+                 size_t stride, size_t n_tokens, size_t n_heads, const int32_t* slots,
+                 Stream stream = {});
+// Slot dst[i] <- the bytes slot src[i] held before the call (the K row, the V row and, for
+// E4M3, their two scales; nothing is converted), for i < n, so a move list may read slots that
+// it also writes (compaction in place). The dst slots must be distinct; negative slots are
+// kInvalidArgument.
+Status kv_copy_rows(uint8_t* pool, const KvBlockLayout& layout, const int32_t* src,
+                    const int32_t* dst, size_t n, Stream stream = {});
+// Row i of k (and of v unless null), stride floats apart, <- slot slots[i] decoded to float32 as
+// kv_block_read decodes it. Negative slots are kInvalidArgument.
+Status kv_gather(float* k, float* v, size_t stride, const uint8_t* pool,
+                 const KvBlockLayout& layout, const int32_t* slots, size_t n, Stream stream = {});
+
+// dst row i (dst_stride bytes apart) <- src row rows[i] (src_stride bytes apart), row_bytes each,
+// for i < n. kInvalidArgument for a negative row, dst rows that overlap each other, or dst's
+// rows overlapping the span of src rows read.
+Status gather_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride,
+                   size_t row_bytes, const int32_t* rows, size_t n, Stream stream = {});
+
 // Observation-window attention mass, the input of Ada-KV/SnapKV scoring. For each query head h:
 // the softmax (over keys 0..j_max, causal) attention of the last W queries (positions
 // n-W..n-1) over keys 0..n-1, summed over those W queries:
@@ -100,6 +127,30 @@ Status attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* 
 Status window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
                              size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
                              float scale, float* peak = nullptr, Stream stream = {});
+
+// ---- Ada-KV scoring after window_attention_mass ---------------------------------------------
+
+// The weighted look-ahead: for h < Hq and j < prefix, with i = h * n_keys + j and
+// iw = h * n_window + j,
+//   mass[i] = window_mass[iw] + weight * mass[i]
+//   peak[i] = max(window_peak[iw], weight * peak[i])   (when peak is not null)
+// Entries j >= prefix are left as they are. peak and window_peak are both null or both given;
+// prefix <= n_window and prefix <= n_keys.
+Status blend_scores(float* mass, float* peak, const float* window_mass, const float* window_peak,
+                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix, float weight,
+                    Stream stream = {});
+
+struct ScorePooling;  // kernels/backend.h
+// Smoothing along the sequence and aggregation over each GQA group: the first `prefix` entries of
+// each row of mass ([Hq] rows, n_keys floats apart) -> scores [Hkv][prefix] (ScorePooling says
+// how). scores may alias mass. kInvalidArgument unless Hq % Hkv == 0, prefix <= n_keys,
+// kernel >= 1 and shift <= kernel / 2.
+Status pool_scores(float* scores, const float* mass, size_t n_keys, size_t prefix, size_t Hq,
+                   size_t Hkv, const ScorePooling& pooling, Stream stream = {});
+// The 1-D pooling of pool_scores: stride 1, padding kernel / 2 (the average counts the padding
+// as zeros, like torch's avg_pool1d), the span of position i being
+// [i - kernel/2 - shift, i + kernel/2 - shift] clipped to [0, n). Requires shift <= kernel / 2.
+void pool1d(const float* in, float* out, size_t n, size_t kernel, bool max_pool, size_t shift = 0);
 
 // float <-> storage conversions used by the KV blocks (exposed for tests).
 uint16_t fp32_to_bf16(float x);  // round to nearest even; NaN stays NaN

@@ -2,6 +2,7 @@
 // threads, AVX2/AVX-512 chosen at runtime).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -23,7 +24,32 @@ class CpuBackend final : public Backend {
     void* p = ::operator new (bytes, std::align_val_t{kAlignment});
     return Buffer(this, p, bytes);
   }
+  // A view: a Buffer without an owner frees nothing.
+  Buffer constant(const void* host, size_t bytes) override {
+    return Buffer(nullptr, const_cast<void*>(host), bytes);
+  }
   void free(void* data, size_t) override { ::operator delete (data, std::align_val_t{kAlignment}); }
+
+  // Host memory: the transfers are copies, and everything has run when a call returns.
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void fill(void* dst, uint8_t byte, size_t bytes) override {
+    if (bytes > 0) std::memset(dst, byte, bytes);
+  }
+  void synchronize() override {}
+  void run_on_host(const std::function<void()>& task) override { task(); }
+  void gather_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride,
+                   size_t row_bytes, const int32_t* rows, size_t n) override {
+    check(kernels::gather_rows(dst, dst_stride, src, src_stride, row_bytes, rows, n),
+          "gather_rows");
+  }
 
   void rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t dim,
                float eps) override {
@@ -91,6 +117,18 @@ class CpuBackend final : public Backend {
                        const KvBlockLayout& layout, size_t Hq, size_t Hkv, float scale) override {
     check(kernels::attention_paged(seqs, n_seqs, pool, layout, Hq, Hkv, scale), "attention_paged");
   }
+  void kv_append(uint8_t* pool, const KvBlockLayout& layout, const float* k, const float* v,
+                 size_t stride, size_t n_tokens, size_t n_heads, const int32_t* slots) override {
+    check(kernels::kv_append(pool, layout, k, v, stride, n_tokens, n_heads, slots), "kv_append");
+  }
+  void kv_copy_rows(uint8_t* pool, const KvBlockLayout& layout, const int32_t* src,
+                    const int32_t* dst, size_t n) override {
+    check(kernels::kv_copy_rows(pool, layout, src, dst, n), "kv_copy_rows");
+  }
+  void kv_gather(float* k, float* v, size_t stride, const uint8_t* pool,
+                 const KvBlockLayout& layout, const int32_t* slots, size_t n) override {
+    check(kernels::kv_gather(k, v, stride, pool, layout, slots, n), "kv_gather");
+  }
   void kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0, const float* k,
                       const float* v, size_t n, size_t src_stride) override {
     check(kernels::kv_block_write(block, layout, row0, k, v, n, src_stride), "kv_block_write");
@@ -106,6 +144,17 @@ class CpuBackend final : public Backend {
                                          peak),
           "window_attention_mass");
   }
+  // Backend::blend_scores and Backend::pool_scores once backend.h declares them.
+  void blend_scores(float* mass, float* peak, const float* window_mass, const float* window_peak,
+                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix, float weight) {
+    check(kernels::blend_scores(mass, peak, window_mass, window_peak, Hq, n_keys, n_window, prefix,
+                                weight),
+          "blend_scores");
+  }
+  void pool_scores(float* scores, const float* mass, size_t n_keys, size_t prefix, size_t Hq,
+                   size_t Hkv, const ScorePooling& pooling) {
+    check(kernels::pool_scores(scores, mass, n_keys, prefix, Hq, Hkv, pooling), "pool_scores");
+  }
 };
 
 }  // namespace
@@ -120,6 +169,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind) {
     throw std::runtime_error(
         "backend cuda: this build of adakv has no CUDA backend yet; run with backend: cpu");
   }
+  if (kind == BackendKind::kGuarded) return make_guarded_backend();
   return std::make_unique<CpuBackend>();
 }
 

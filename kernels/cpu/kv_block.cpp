@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/bf16_round.h"
+#include "kernels/cpu/kv_rows.h"
 #include "kernels/ops.h"
 
 namespace adakv::kernels {
@@ -15,8 +16,8 @@ namespace {
 constexpr float kE4M3Max = 448.0f;
 
 bool valid_rows(const KvBlockLayout& layout, size_t row0, size_t n) {
-  return layout.block_tokens > 0 && layout.head_dim > 0 && layout.dtype <= KvDtype::kE4M3 &&
-         row0 <= layout.block_tokens && n <= layout.block_tokens - row0;
+  return kv_rows::valid_layout(layout) && row0 <= layout.block_tokens &&
+         n <= layout.block_tokens - row0;
 }
 
 // The byte offset of element (row, 0) of the K or V part (which = 0 or 1).
@@ -27,6 +28,30 @@ size_t row_offset(const KvBlockLayout& layout, int which, size_t row) {
 
 size_t scale_offset(const KvBlockLayout& layout, int which, size_t row) {
   return layout.scales_offset() + (which * layout.block_tokens + row) * sizeof(float);
+}
+
+// E4M3 decode without branches or tables so that the loop vectorises. For a normal code the
+// 7 magnitude bits shifted under float's exponent field give the same value times 2^-120
+// (exponent bias 127 instead of 7), so adding 120 to the exponent fixes it; subnormal codes
+// are m * 2^-9 directly; 0x7F is NaN. The selects are bit masks: GCC does not if-convert the
+// equivalent float ternaries. Tested against e4m3_to_fp32 on all 256 codes.
+inline float e4m3_decode(uint8_t c) {
+  const uint32_t magnitude = c & 0x7Fu;
+  const uint32_t normal = (magnitude << 20) + (120u << 23);
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(magnitude) * 0x1p-9f);
+  const uint32_t is_normal = 0u - static_cast<uint32_t>(magnitude >= 8);
+  const uint32_t is_nan = 0u - static_cast<uint32_t>(magnitude == 0x7F);
+  uint32_t bits = (normal & is_normal) | (subnormal & ~is_normal);
+  bits = (bits & ~is_nan) | (0x7FC00000u & is_nan);
+  return std::bit_cast<float>(bits | ((c & 0x80u) << 24));
+}
+
+}  // namespace
+
+namespace kv_rows {
+
+bool valid_layout(const KvBlockLayout& layout) {
+  return layout.block_tokens > 0 && layout.head_dim > 0 && layout.dtype <= KvDtype::kE4M3;
 }
 
 // Blocks are byte arrays with no alignment promise for their 16- or 32-bit parts, so every
@@ -58,23 +83,6 @@ void write_row(uint8_t* block, const KvBlockLayout& layout, int which, size_t ro
   }
 }
 
-// E4M3 decode without branches or tables so that the loop vectorises. For a normal code the
-// 7 magnitude bits shifted under float's exponent field give the same value times 2^-120
-// (exponent bias 127 instead of 7), so adding 120 to the exponent fixes it; subnormal codes
-// are m * 2^-9 directly; 0x7F is NaN. The selects are bit masks: GCC does not if-convert the
-// equivalent float ternaries. Tested against e4m3_to_fp32 on all 256 codes.
-inline float e4m3_decode(uint8_t c) {
-  const uint32_t magnitude = c & 0x7Fu;
-  const uint32_t normal = (magnitude << 20) + (120u << 23);
-  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(magnitude) * 0x1p-9f);
-  const uint32_t is_normal = 0u - static_cast<uint32_t>(magnitude >= 8);
-  const uint32_t is_nan = 0u - static_cast<uint32_t>(magnitude == 0x7F);
-  uint32_t bits = (normal & is_normal) | (subnormal & ~is_normal);
-  bits = (bits & ~is_nan) | (0x7FC00000u & is_nan);
-  return std::bit_cast<float>(bits | ((c & 0x80u) << 24));
-}
-
-// Decodes n consecutive rows of the K or V part, starting at row0, into dst ([n][head_dim]).
 // The rows of one part are contiguous in the block, so bf16 is one loop over n * head_dim.
 void read_rows(const uint8_t* block, const KvBlockLayout& layout, int which, size_t row0, size_t n,
                float* dst) {
@@ -105,7 +113,10 @@ void read_rows(const uint8_t* block, const KvBlockLayout& layout, int which, siz
   }
 }
 
-}  // namespace
+}  // namespace kv_rows
+
+using kv_rows::read_rows;
+using kv_rows::write_row;
 
 Status kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0, const float* k,
                       const float* v, size_t n, size_t src_stride, Stream) {
