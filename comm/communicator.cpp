@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace adakv::comm {
 namespace {
@@ -31,6 +33,15 @@ class SingleCommunicator final : public Communicator {
   }
   void do_broadcast(void*, size_t, int) override {}
   void do_barrier() override {}
+  void do_all_reduce_int64(int64_t*, size_t, ReduceOp) override {}
+  void do_all_gather_bytes(const void* in, size_t bytes, void* out) override {
+    if (in != out) std::memmove(out, in, bytes);
+  }
+
+ public:
+  std::unique_ptr<Communicator> duplicate() const override {
+    return std::make_unique<SingleCommunicator>();
+  }
 };
 
 }  // namespace
@@ -58,6 +69,28 @@ void Communicator::broadcast_patiently(void* data, size_t bytes, int root) {
 
 void Communicator::barrier() {
   do_barrier();
+}
+
+void Communicator::all_reduce(int64_t* data, size_t n, ReduceOp op) {
+  if (n > 0) do_all_reduce_int64(data, n, op);
+}
+
+void Communicator::all_gather_bytes(const void* in, size_t bytes, void* out) {
+  if (bytes > 0) do_all_gather_bytes(in, bytes, out);
+}
+
+std::unique_ptr<Communicator> Communicator::duplicate() const {
+  throw std::logic_error(std::string("the ") + backend() + " communicator cannot be duplicated");
+}
+
+void Communicator::do_all_reduce_int64(int64_t*, size_t, ReduceOp) {
+  throw std::logic_error(std::string("the ") + backend() +
+                         " communicator carries no host collectives (integer all_reduce)");
+}
+
+void Communicator::do_all_gather_bytes(const void*, size_t, void*) {
+  throw std::logic_error(std::string("the ") + backend() +
+                         " communicator carries no host collectives (byte all_gather)");
 }
 
 std::unique_ptr<Communicator> make_single_communicator() {

@@ -39,12 +39,20 @@ class Communicator {
   void all_reduce(float* data, size_t n, ReduceOp op = ReduceOp::kSum);
   // out[r * n .. (r + 1) * n) <- rank r's in[0..n); out holds size() * n floats.
   void all_gather(const float* in, size_t n, float* out);
+  // The host group's integer and byte collectives (counts and bytes travel exactly, never as
+  // floats). A device-only transport (NCCL) throws std::logic_error.
+  void all_reduce(int64_t* data, size_t n, ReduceOp op = ReduceOp::kSum);
+  // out[r * bytes .. (r + 1) * bytes) <- rank r's in[0..bytes).
+  void all_gather_bytes(const void* in, size_t bytes, void* out);
   // data[0..bytes) <- root's data[0..bytes).
   void broadcast(void* data, size_t bytes, int root = 0);
   // The same, for a rank that may wait long (a follower idle between requests): it waits
   // without spinning a core. Every rank of the broadcast must call this one.
   void broadcast_patiently(void* data, size_t bytes, int root = 0);
   void barrier();
+  // A new communicator over the same ranks whose messages never match this one's (collective:
+  // every rank calls it together). Throws std::logic_error where the transport has none.
+  virtual std::unique_ptr<Communicator> duplicate() const;
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
@@ -57,6 +65,8 @@ class Communicator {
     do_broadcast(data, bytes, root);
   }
   virtual void do_barrier() = 0;
+  virtual void do_all_reduce_int64(int64_t* data, size_t n, ReduceOp op);
+  virtual void do_all_gather_bytes(const void* in, size_t bytes, void* out);
 
  private:
   CommStats stats_;

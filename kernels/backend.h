@@ -6,9 +6,9 @@
 // unreachable to host code outside its own ops; the CUDA backend implements the same methods.
 //
 // Contract:
-//  - Every pointer an op takes, and every pointer inside its argument structs (PagedSequence's
-//    block tables, lengths, queries and outputs), points into memory of this backend. Sizes,
-//    strides and small parameter structs are host values.
+//  - Every pointer an op takes, and every pointer inside PagedSequence (block tables, lengths,
+//    queries, outputs), points into memory of this backend. Sizes, strides and small parameter
+//    structs (MatmulOptions with its row groups, ScorePooling, KvBlockLayout) are host values.
 //  - Host code never dereferences backend memory: bytes enter through upload() and leave
 //    through download(); host code that must run on backend memory (the MPI collectives of a
 //    CPU backend's device group) runs inside run_on_host().
@@ -151,9 +151,8 @@ class Backend {
   // k + t * stride + h * head_dim, and v likewise), stored in the pool's dtype at slot
   // slots[t * n_heads + h]; a slot of -1 stores nothing. One call per layer serves every
   // sequence of a step.
-  virtual void kv_append(uint8_t* pool, const KvBlockLayout& layout, const float* k,
-                         const float* v, size_t stride, size_t n_tokens, size_t n_heads,
-                         const int32_t* slots) = 0;
+  virtual void kv_append(uint8_t* pool, const KvBlockLayout& layout, const float* k, const float* v,
+                         size_t stride, size_t n_tokens, size_t n_heads, const int32_t* slots) = 0;
   // Slot dst[i] <- the bytes slot src[i] held before the call (K, V and E4M3 scales, never
   // re-quantized), for i < n: compaction in place and copies of a sequence.
   virtual void kv_copy_rows(uint8_t* pool, const KvBlockLayout& layout, const int32_t* src,
@@ -168,16 +167,25 @@ class Backend {
   virtual void window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
                                      size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv,
                                      size_t Dh, float scale, float* peak) = 0;
+  // Look-ahead weighting of window masses (kernels::blend_scores in ops.h); peak and
+  // window_peak are both null or both given.
+  virtual void blend_scores(float* mass, float* peak, const float* window_mass,
+                            const float* window_peak, size_t Hq, size_t n_keys, size_t n_window,
+                            size_t prefix, float weight) = 0;
+  // Window mass [Hq][n_keys] -> scores [Hkv][prefix]: sinks kept, the rest pooled along the
+  // sequence, then each GQA group aggregated (ScorePooling; kernels::pool_scores in ops.h).
+  virtual void pool_scores(float* scores, const float* mass, size_t n_keys, size_t prefix,
+                           size_t Hq, size_t Hkv, const ScorePooling& pooling) = 0;
 };
 
 // The backend of `kind`. Throws std::runtime_error saying why when this build or machine has
 // none of that kind.
 std::unique_ptr<Backend> make_backend(BackendKind kind);
-// The CPU backend whose memory host code outside its ops cannot reach: its allocations sit in
-// one region kept PROT_NONE except while one of its ops, transfers or run_on_host() tasks runs,
-// so a stray host read or write of backend memory faults at once (SIGSEGV at the offending
-// instruction). Every op also checks that each pointer it is given lies in that region, and
-// throws std::invalid_argument naming the op and the argument when not.
+// The CPU backend whose memory host code cannot reach: the addresses it hands out lie in a view
+// kept PROT_NONE except inside run_on_host(), so a stray host read or write of backend memory
+// faults at once (SIGSEGV at the offending instruction); its ops check that every pointer they
+// are given lies in that view (std::invalid_argument naming the op and the argument when not)
+// and run on a second, always-writable view of the same memory.
 std::unique_ptr<Backend> make_guarded_backend();
 // The process's CPU backend, for code that runs without a chosen backend (tools, tests).
 Backend& cpu_backend();

@@ -139,11 +139,39 @@ Linear Linear::fuse(std::initializer_list<Linear*> parts) {
   return fused;
 }
 
+size_t Linear::storage_bytes() const {
+  return layout_ == k::WeightLayout::kInterleaved ? k::interleaved_bytes(format_, out_, in_)
+                                                  : bytes();
+}
+
+void Linear::upload(k::Backend& backend) {
+  if (empty()) return;
+  if (!data_) throw std::logic_error("Linear::upload: the host weights were released");
+  buffer_ = std::make_shared<const k::Buffer>(backend.constant(data_, storage_bytes()));
+  weights_ = buffer_->as<uint8_t>();
+}
+
+void Linear::view_uploaded(const Linear& owner) {
+  if (empty()) return;
+  if (!owner.uploaded() || data_ < owner.data_ ||
+      data_ + storage_bytes() > owner.data_ + owner.storage_bytes()) {
+    throw std::logic_error("Linear::view_uploaded: the weights do not lie in the owner's");
+  }
+  buffer_ = owner.buffer_;
+  weights_ = owner.weights_ + (data_ - owner.data_);
+}
+
+void Linear::release_host() {
+  owned_.reset();
+  data_ = nullptr;
+}
+
 void Linear::forward(k::Backend& backend, float* y, const float* x, size_t M,
                      const k::MatmulOptions& options) const {
+  if (!uploaded()) throw std::logic_error("Linear::forward: the weights are not uploaded");
   k::MatmulOptions o = options;
   o.layout = layout_;
-  backend.matmul_quant(y, x, data_, format_, M, out_, in_, o);
+  backend.matmul_quant(y, x, weights_, format_, M, out_, in_, o);
 }
 
 }  // namespace adakv::model

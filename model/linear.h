@@ -10,7 +10,8 @@
 // faster interleaved (kernels::preferred_weight_layout), the shard is copied into that layout
 // at load and the mapped pages are released; copies of a Linear share that memory. Linears that
 // read the same input (q, k and v; gate and up) can be fused into one whose rows are theirs in
-// order, so that one product reads the input once.
+// order, so that one product reads the input once. The backend's copy is made by upload() once
+// the layout is final; products read only that copy.
 #pragma once
 
 #include <cstddef>
@@ -52,7 +53,7 @@ class Linear {
   // fused memory, so nothing is held twice. Else an empty Linear and the parts unchanged.
   static Linear fuse(std::initializer_list<Linear*> parts);
 
-  bool empty() const { return data_ == nullptr; }
+  bool empty() const { return out_ == 0; }
   size_t in_features() const { return in_; }
   size_t out_features() const { return out_; }
   kernels::WeightFormat format() const { return format_; }
@@ -60,11 +61,26 @@ class Linear {
   Parallelism parallelism() const { return parallelism_; }
   // Bytes of the shard (what one product reads).
   size_t bytes() const { return out_ * row_bytes_; }
-  // The shard's weights, in format() and layout().
+  // The shard's weights in host memory, in format() and layout() (null once release_host()).
   const uint8_t* data() const { return data_; }
+  // Bytes of data(): bytes(), or the interleaved layout's padded groups.
+  size_t storage_bytes() const;
 
-  // y[m][n] (+)= sum_k x[m][k] W[n][k] for M rows on `backend`: x [M][in_features] contiguous,
-  // y row stride options.ldy (0: out_features). Throws std::invalid_argument on bad arguments.
+  // Makes the backend's copy of the weights (Backend::constant: the CPU backend views the host
+  // memory), which forward() and weights() then use.
+  void upload(kernels::Backend& backend);
+  // Shares `owner`'s backend copy instead, where this Linear's host memory lies inside the
+  // owner's (a fused part, the tied LM head). Throws std::logic_error when it does not.
+  void view_uploaded(const Linear& owner);
+  // Drops the host memory the layer owns (after an upload that copied it).
+  void release_host();
+  bool uploaded() const { return weights_ != nullptr; }
+  // The weights in backend memory (null before upload()).
+  const uint8_t* weights() const { return weights_; }
+
+  // y[m][n] (+)= sum_k x[m][k] W[n][k] for M rows on `backend` (the one uploaded to): x
+  // [M][in_features] contiguous, y row stride options.ldy (0: out_features), both backend
+  // memory. Throws std::logic_error before upload(), std::invalid_argument on bad arguments.
   void forward(kernels::Backend& backend, float* y, const float* x, size_t M,
                const kernels::MatmulOptions& options = {}) const;
 
@@ -75,6 +91,8 @@ class Linear {
 
   const uint8_t* data_ = nullptr;  // into the mapped file, or owned_
   std::shared_ptr<const std::vector<uint8_t>> owned_;
+  std::shared_ptr<const kernels::Buffer> buffer_;  // the backend's copy (shared by views)
+  const uint8_t* weights_ = nullptr;               // this layer's rows in buffer_
   kernels::WeightFormat format_ = kernels::WeightFormat::kF32;
   kernels::WeightLayout layout_ = kernels::WeightLayout::kRows;
   Parallelism parallelism_ = Parallelism::kReplicated;

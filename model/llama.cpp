@@ -15,7 +15,7 @@ namespace adakv::model {
 namespace k = adakv::kernels;
 
 LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
-                       comm::Communicator* tp, kernels::Backend& backend)
+                       comm::DeviceGroup* tp, kernels::Backend& backend)
     : config_(std::move(config)),
       local_(shard.local(config_)),
       shard_(shard),
@@ -29,10 +29,12 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
         "LlamaModel: the shard's tensor-parallel rank and size must be "
         "those of the communicator");
   }
+  weights_.upload(*backend_);
 }
 
 LlamaModel::LlamaModel(ModelConfig config, Weights weights)
-    : LlamaModel(config, std::move(weights), ShardLayout::single(config), nullptr) {}
+    : LlamaModel(config, std::move(weights), ShardLayout::single(config), nullptr,
+                 kernels::cpu_backend()) {}
 
 LlamaModel LlamaModel::load(const std::string& path) {
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
@@ -45,30 +47,43 @@ bool LlamaModel::computes_logits() const {
   return shard_.tp_rank == 0 || shard_.lm_head == LmHeadMode::kVocabParallel;
 }
 
-void LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache,
-                         std::vector<float>& logits, size_t n_logits) const {
+Logits LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache, size_t n_logits) const {
   if (n == 0 || n_logits == 0 || n_logits > n) {
     throw std::invalid_argument("forward: need 1 <= n_logits <= n tokens");
   }
   KvCache* const caches[] = {&cache};
   CacheBatch batch(caches, &n, 1);
-  run(tokens, n, batch, logits, n_logits);
+  return run(tokens, n, batch, n_logits);
 }
 
-void LlamaModel::forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B,
-                               std::vector<float>& logits) const {
+Logits LlamaModel::forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B) const {
   if (B == 0) throw std::invalid_argument("forward_batch: no sequence");
   const std::vector<size_t> ones(B, 1);
   CacheBatch batch(caches, ones.data(), B);
-  run(tokens, B, batch, logits, 1);
+  return run(tokens, B, batch, 1);
 }
 
-void LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch,
-                                std::vector<float>& logits) const {
+Logits LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch) const {
   if (batch.size() == 0) throw std::invalid_argument("forward_ragged: no sequence");
   size_t n = 0;
   for (size_t s = 0; s < batch.size(); ++s) n += batch.tokens(s);
-  run(tokens, n, batch, logits, 1);
+  return run(tokens, n, batch, 1);
+}
+
+void LlamaModel::download_logits(const Logits& logits, size_t first, size_t count,
+                                 float* dst) const {
+  if (first + count > logits.rows) {
+    throw std::out_of_range("download_logits: rows [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") of " + std::to_string(logits.rows));
+  }
+  if (count == 0) return;
+  backend_->download(dst, logits.data + first * logits.vocab, count * logits.vocab * sizeof(float));
+}
+
+std::vector<float> LlamaModel::logits_to_host(const Logits& logits) const {
+  std::vector<float> host(logits.rows * logits.vocab);
+  download_logits(logits, 0, logits.rows, host.data());
+  return host;
 }
 
 namespace {
@@ -176,10 +191,22 @@ size_t slice_rows(size_t d_model, size_t ffn_dim, size_t tp_size) {
 }  // namespace
 
 // Workspace slots of a forward.
-enum Slot : size_t { kX, kH, kQkv, kAttn, kGateUp, kAct, kLogitsLocal, kGathered };
+enum Slot : size_t {
+  kX,
+  kH,
+  kQkv,
+  kAttn,
+  kGateUp,
+  kAct,
+  kLogitsLocal,
+  kGathered,
+  kLogits,
+  kTokens,
+  kPositions
+};
 
-void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vector<float>& logits,
-                     size_t n_logits) const {
+Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
+                       size_t n_logits) const {
   const auto& c = local_;
   const size_t D = c.d_model, F = c.ffn_dim, QW = c.q_width(), KW = c.kv_width();
   const size_t qkv_width = QW + 2 * KW;
@@ -234,11 +261,11 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   }
   // Positions of the packed rows, and the rows whose logits are wanted (none for a sequence
   // whose range stops before the last layer).
-  std::vector<int32_t> positions(n);
+  std::vector<int32_t> host_positions(n);
   std::vector<size_t> logit_rows;
   for (size_t s = 0, t = 0; s < S; ++s) {
     const size_t count = batch.tokens(s), p0 = batch.next_position(s);
-    for (size_t i = 0; i < count; ++i) positions[t + i] = static_cast<int32_t>(p0 + i);
+    for (size_t i = 0; i < count; ++i) host_positions[t + i] = static_cast<int32_t>(p0 + i);
     t += count;
     if (S > 1 && batch.wants_logits(s) && (s + 1 < S || tail_end == L)) {
       logit_rows.push_back(t - 1);
@@ -247,6 +274,10 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   if (S == 1 && tail_end == L) {
     for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
   }
+  int32_t* tokens = ws.ints(kTokens, n);
+  int32_t* positions = ws.ints(kPositions, n);
+  be.upload(tokens, host_tokens, n * sizeof(int32_t));
+  be.upload(positions, host_positions.data(), n * sizeof(int32_t));
 
   // The token embedding of the head rows, and of the tail's when it starts at the first layer.
   const auto embed = [&](float* out, const int32_t* ids, size_t count) {
@@ -254,12 +285,12 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     if (shard_.vocab_rows < config_.vocab_size) {
       // Vocab-parallel embedding: each rank looks up the tokens of its own rows (zeros for the
       // rest) and the sum joins them; one nonzero term per element, so the sum is exact.
-      be.embed_shard_rows(out, weights_.token_embd.data(), weights_.token_embd.format(),
+      be.embed_shard_rows(out, weights_.token_embd.weights(), weights_.token_embd.format(),
                           weights_.token_embd.layout(), ids, count, shard_.vocab_begin,
                           shard_.vocab_rows, config_.vocab_size, D);
       tp_->all_reduce(out, count * D);
     } else {
-      be.embed_rows(out, weights_.token_embd.data(), weights_.token_embd.format(),
+      be.embed_rows(out, weights_.token_embd.weights(), weights_.token_embd.format(),
                     weights_.token_embd.layout(), ids, count, config_.vocab_size, D);
     }
   };
@@ -301,8 +332,8 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
       }
     }
     // k's heads follow q's in each row: one pass rotates both.
-    be.rope_adjacent(q, positions.data(), m, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim,
-                     qkv_width, c.rope_theta);
+    be.rope_adjacent(q, positions, m, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
+                     c.rope_theta);
     batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn, QW);
     for (const RowSlice& sl : layer_slices) add_row_parallel(w.wo, sl, attn + sl.begin * QW);
 
@@ -319,21 +350,16 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
     }
   }
   batch.commit();
-  if (!computes_logits()) {
-    logits.clear();
-    return;
-  }
   n_logits = logit_rows.size();
-  if (n_logits == 0) {
-    logits.clear();
-    return;
-  }
+  if (!computes_logits() || n_logits == 0) return {};
   // The wanted rows, gathered (they are consecutive for one sequence: no copy then).
   h = ws.floats(kH, n_logits * D);
   const float* last = x_row(logit_rows.front());
   const bool one_segment = logit_rows.front() >= head_rows || logit_rows.back() < head_rows;
   if (logit_rows.back() - logit_rows.front() + 1 != n_logits || !one_segment) {
-    for (size_t i = 0; i < n_logits; ++i) std::copy_n(x_row(logit_rows[i]), D, h + i * D);
+    for (size_t i = 0; i < n_logits; ++i) {
+      be.copy(h + i * D, x_row(logit_rows[i]), D * sizeof(float));
+    }
     last = h;
   }
   be.rmsnorm(h, last, weights_.output_norm.data(), n_logits, D, c.rms_eps);
@@ -342,10 +368,11 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   const k::MatmulPath lm_path =
       batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : k::decode_dots_path();
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
-  logits.resize(n_logits * V);
+  float* logits = ws.floats(kLogits, n_logits * V);
+  const Logits result{logits, n_logits, V};
   if (shard_.lm_head == LmHeadMode::kReplicated) {
-    weights_.lm_head.forward(be, logits.data(), h, n_logits, {V, false, lm_path});
-    return;
+    weights_.lm_head.forward(be, logits, h, n_logits, {V, false, lm_path});
+    return result;
   }
   // Vocab-parallel: each rank's [n_logits][V / tp] block, gathered rank-major, then
   // interleaved back to [n_logits][V].
@@ -353,7 +380,8 @@ void LlamaModel::run(const int32_t* tokens, size_t n, KvBatch& batch, std::vecto
   float* gathered = ws.floats(kGathered, shard_.tp_size * n_logits * rows);
   weights_.lm_head.forward(be, local, h, n_logits, {rows, false, lm_path});
   tp_->all_gather(local, n_logits * rows, gathered);
-  be.interleave_shards(logits.data(), gathered, shard_.tp_size, n_logits, rows);
+  be.interleave_shards(logits, gathered, shard_.tp_size, n_logits, rows);
+  return result;
 }
 
 void CacheBatch::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,

@@ -9,14 +9,54 @@
 namespace adakv::model {
 namespace {
 
-std::vector<float> load_vector(const gguf::GgufFile& f, const std::string& name, size_t n) {
+NormWeight load_vector(const gguf::GgufFile& f, const std::string& name, size_t n) {
   const gguf::TensorInfo& t = find_checked(f, name, n, 1);
   std::vector<float> out(n);
   gguf::dequantize(t.type, f.tensor_data(t), out.data(), n);
-  return out;
+  return NormWeight(std::move(out));
 }
 
 }  // namespace
+
+void NormWeight::upload(kernels::Backend& backend) {
+  if (!values_) return;
+  buffer_ = std::make_shared<const kernels::Buffer>(
+      backend.constant(values_->data(), values_->size() * sizeof(float)));
+}
+
+void Weights::upload(kernels::Backend& backend) {
+  const auto upload_group = [&](Linear& fused, std::initializer_list<Linear*> parts) {
+    if (fused.empty()) {
+      for (Linear* p : parts) p->upload(backend);
+      return;
+    }
+    fused.upload(backend);
+    for (Linear* p : parts) p->view_uploaded(fused);
+  };
+  token_embd.upload(backend);
+  if (lm_head.data() == token_embd.data()) {
+    lm_head.view_uploaded(token_embd);
+  } else {
+    lm_head.upload(backend);
+  }
+  output_norm.upload(backend);
+  for (auto& l : layers) {
+    l.attn_norm.upload(backend);
+    l.ffn_norm.upload(backend);
+    upload_group(l.wqkv, {&l.wq, &l.wk, &l.wv});
+    upload_group(l.w_gate_up, {&l.w_gate, &l.w_up});
+    l.wo.upload(backend);
+    l.w_down.upload(backend);
+  }
+  if (token_embd.weights() == token_embd.data()) return;  // viewed in place
+  for (Linear* m : {&token_embd, &lm_head}) m->release_host();
+  for (auto& l : layers) {
+    for (Linear* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up}) {
+      m->release_host();
+    }
+  }
+}
 
 size_t Weights::bytes() const {
   size_t n = lm_head.bytes() + output_norm.size() * sizeof(float);

@@ -20,14 +20,31 @@ class GgufFile;
 
 namespace adakv::model {
 
+// A norm's weight vector [d_model]: decoded to float32 at load, then uploaded to the backend.
+class NormWeight {
+ public:
+  NormWeight() = default;
+  explicit NormWeight(std::vector<float> values)
+      : values_(std::make_shared<const std::vector<float>>(std::move(values))) {}
+  size_t size() const { return values_ ? values_->size() : 0; }
+  // The host values stay (the CPU backend's constant() views them).
+  void upload(kernels::Backend& backend);
+  // Backend memory, null before upload().
+  const float* data() const { return buffer_ ? buffer_->as<float>() : nullptr; }
+
+ private:
+  std::shared_ptr<const std::vector<float>> values_;
+  std::shared_ptr<const kernels::Buffer> buffer_;
+};
+
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [d_model]
+  NormWeight attn_norm;  // [d_model]
   // The q and k rows come permuted by the GGUF converter so that RoPE rotates adjacent pairs.
-  Linear wq, wk, wv;            // ColumnParallel: [local heads * head_dim][d_model]
-  Linear wo;                    // RowParallel: [d_model][local q heads * head_dim]
-  std::vector<float> ffn_norm;  // [d_model]
-  Linear w_gate, w_up;          // ColumnParallel: [local ffn][d_model]
-  Linear w_down;                // RowParallel: [d_model][local ffn]
+  Linear wq, wk, wv;    // ColumnParallel: [local heads * head_dim][d_model]
+  Linear wo;            // RowParallel: [d_model][local q heads * head_dim]
+  NormWeight ffn_norm;  // [d_model]
+  Linear w_gate, w_up;  // ColumnParallel: [local ffn][d_model]
+  Linear w_down;        // RowParallel: [d_model][local ffn]
   // wq, wk and wv fused ([q | k | v] rows), and w_gate and w_up ([gate | up] rows), where
   // Linear::fuse can (else empty): the parts then view these Linears' memory.
   Linear wqkv, w_gate_up;
@@ -37,8 +54,8 @@ struct Weights {
   std::shared_ptr<const gguf::GgufFile> file;  // the mapping the Linears read from
   // The rank's vocab rows of [vocab][d_model]: all of them unless the LM head is vocab-parallel.
   Linear token_embd;
-  std::vector<float> output_norm;  // [d_model]
-  Linear lm_head;                  // [shard.vocab_rows][d_model]
+  NormWeight output_norm;  // [d_model]
+  Linear lm_head;          // [shard.vocab_rows][d_model]
   std::vector<LayerWeights> layers;
 
   // Bytes one decoded token reads: every layer's matrices, the LM head and the norms.
@@ -48,6 +65,10 @@ struct Weights {
   // boundaries. Throws std::runtime_error naming the tensor on any mismatch.
   static Weights load(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
                       const ShardLayout& shard);
+  // Moves every matrix and norm into `backend`'s memory, each distinct memory once (fused parts
+  // and the tied LM head share their owner's copy). Where the backend copied, the host copies
+  // the layers own are released.
+  void upload(kernels::Backend& backend);
 };
 
 }  // namespace adakv::model

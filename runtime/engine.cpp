@@ -31,7 +31,7 @@ EngineCommand make_command(EngineOp op, const GenerateRequest& request = {},
   return c;
 }
 
-model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp,
+model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::DeviceGroup* tp,
                              kernels::Backend& backend) {
   auto config = model::ModelConfig::from_gguf(*file);
   const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
@@ -56,7 +56,10 @@ Engine::Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* t
     : single_(tp ? nullptr : comm::make_single_communicator()),
       control_(tp ? *tp : *single_),
       backend_(backend_from_env()),
-      model_(load_model(file, tp, *backend_)),
+      device_group_(tp && tp->size() > 1
+                        ? std::make_unique<comm::DeviceGroup>(tp->duplicate(), *backend_)
+                        : nullptr),
+      model_(load_model(file, device_group_.get(), *backend_)),
       tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
 
 Engine::~Engine() {
@@ -71,6 +74,11 @@ void Engine::shutdown() {
   if (!is_root() || shut_down_ || tp_size() == 1) return;
   shut_down_ = true;
   control_.broadcast(encode_command(EngineCommand{}));
+}
+
+void Engine::reset_comm_stats() const {
+  control_.comm().reset_stats();
+  if (device_group_) device_group_->reset_stats();
 }
 
 void Engine::fail_job(const std::exception& e) const {
@@ -102,12 +110,9 @@ int Engine::follow() {
         case EngineOp::kConfigureSteps:
           run_configure_steps(command.serving);
           break;
-        case EngineOp::kStep: {
-          std::vector<float> logits;
-          std::vector<GenerateResult> reports;
-          run_step(command.plan, logits, reports);
+        case EngineOp::kStep:
+          run_step(command.plan);
           break;
-        }
       }
     } catch (const std::exception& e) {
       fail_job(e);
@@ -124,6 +129,10 @@ auto Engine::drive(const EngineCommand& command, Body&& body) const -> decltype(
   } catch (const std::exception& e) {
     fail_job(e);
   }
+}
+
+std::vector<float> Engine::host_logits(const model::Logits& logits) const {
+  return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
 }
 
 BlockPool Engine::make_pool(const GenerateRequest& req, size_t max_new, size_t copies) const {
@@ -150,22 +159,16 @@ void Engine::run_configure_steps(const ServingConfig& config) {
   step_pool_ = std::make_unique<BlockPool>(layout, config.kv_pool_blocks, *backend_);
 }
 
-void Engine::execute_step(const StepPlan& plan, std::vector<float>& logits,
-                          std::vector<GenerateResult>& reports) {
+StepResult Engine::execute_step(const StepPlan& plan) {
   if (!is_root()) throw std::logic_error("execute_step() runs on rank 0");
   if (!step_pool_) throw std::logic_error("execute_step() before configure_steps()");
   EngineCommand command = make_command(EngineOp::kStep);
   command.plan = plan;
-  drive(command, [&] { run_step(plan, logits, reports); });
+  return drive(command, [&] { return run_step(plan); });
 }
 
-const PagedKvCache* Engine::step_cache(uint64_t id) const {
-  const auto it = step_seqs_.find(id);
-  return it == step_seqs_.end() ? nullptr : it->second.cache.get();
-}
-
-void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
-                      std::vector<GenerateResult>& reports) {
+StepResult Engine::run_step(const StepPlan& plan) {
+  StepResult result;
   auto seq = [&](uint64_t id) -> StepSequence& {
     const auto it = step_seqs_.find(id);
     if (it == step_seqs_.end()) {
@@ -175,18 +178,18 @@ void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
     return it->second;
   };
   // A sequence whose prompt (and look-ahead) is done: what it holds now is its compressed size.
-  auto note_compressed = [&](StepSequence& s) {
+  auto note_compressed = [&](uint64_t id, StepSequence& s) {
     const PagedKvCache& c = *s.cache;
     if (s.compressed || c.awaiting_lookahead() || c.next_position() < c.report().prompt_tokens ||
         c.report().prompt_tokens == 0) {
       return;
     }
     s.compressed = true;
+    result.kept[id] = c.model_kept_tokens(model_.config().n_kv_heads);
     s.after_prefill_bytes = c.held_bytes();
     s.full_after_prefill_bytes = c.full_bytes();
     s.pool_free_after_prefill = step_pool_->free_bytes();
   };
-  reports.clear();
   for (uint64_t id : plan.report) {
     StepSequence& s = seq(id);
     GenerateResult r;
@@ -197,7 +200,7 @@ void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
     r.pool_bytes = step_pool_->capacity() * step_pool_->block_bytes();
     r.compression = s.cache->report();
     gather_report(*s.cache, r);
-    reports.push_back(std::move(r));
+    result.reports.push_back(std::move(r));
   }
   for (uint64_t id : plan.release) step_seqs_.erase(id);
   for (const auto& start : plan.start) {
@@ -210,10 +213,9 @@ void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
   for (uint64_t id : plan.end_lookahead) {
     StepSequence& s = seq(id);
     s.cache->compress_after_lookahead();
-    note_compressed(s);
+    note_compressed(id, s);
   }
-  logits.clear();
-  if (plan.entries.empty()) return;
+  if (plan.entries.empty()) return result;
   std::vector<PagedBatch::Entry> entries;
   std::vector<int32_t> tokens;
   const size_t L = model_.config().n_layers, D = model_.config().d_model;
@@ -223,19 +225,21 @@ void Engine::run_step(const StepPlan& plan, std::vector<float>& logits,
     if (e.layer_begin > 0 || e.layer_end < L) {
       entry.layer_begin = e.layer_begin;
       entry.layer_end = e.layer_end;
-      s.residual.resize(e.tokens.size() * D);
-      entry.residual = s.residual.data();
+      const size_t bytes = e.tokens.size() * D * sizeof(float);
+      if (s.residual.bytes() != bytes) s.residual = backend_->allocate(bytes);
+      entry.residual = s.residual.as<float>();
     }
     entries.push_back(entry);
     tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
   }
   PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
-  model_.forward_ragged(tokens.data(), batch, logits);
+  result.logits = host_logits(model_.forward_ragged(tokens.data(), batch));
   for (const auto& e : plan.entries) {
     StepSequence& s = seq(e.id);
-    if (e.layer_end >= L) s.residual = {};
-    note_compressed(s);
+    if (e.layer_end >= L) s.residual.reset();
+    note_compressed(e.id, s);
   }
+  return result;
 }
 
 std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {
@@ -300,7 +304,7 @@ double Engine::look_ahead(PagedKvCache& source, std::vector<float> logits, size_
     }
     next = control_.broadcast_token(next);
     if (next == tokenizer_.eos_id()) break;
-    model_.forward(&next, 1, source, logits);
+    logits = host_logits(model_.forward(&next, 1, source));
   }
   source.finish_lookahead();
   return seconds_since(t0);
@@ -387,7 +391,8 @@ void Engine::decode(const GenerateRequest& req, size_t max_new,
     }
     running = std::move(next_running);
     if (!running.empty()) {
-      model_.forward_batch(next_tokens.data(), next_caches.data(), next_caches.size(), logits);
+      logits = host_logits(
+          model_.forward_batch(next_tokens.data(), next_caches.data(), next_caches.size()));
     }
   }
   const double decode_s = seconds_since(t0);
@@ -407,17 +412,17 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
   result.kv_kept_bytes = cache.held_bytes();
   result.rank_kv_kept_bytes = {result.kv_kept_bytes};
   result.budget_exchange_s = exchange_s_;
-  result.all_reduce_s = control_.comm().stats().all_reduce_s - exchange_s_;
+  result.all_reduce_s = device_group_ ? device_group_->stats().all_reduce_s : 0.0;
   const size_t P = tp_size();
   if (P == 1) return;
   auto& comm = control_.comm();
   const auto& cfg = model_.config();
   const size_t L = cfg.n_layers, Hm = cfg.n_kv_heads;
-  // Counts travel as floats, exact below 2^24; byte counts as two floats (MiB, remainder).
-  std::vector<float> mine, all;
+  // Every rank's int64 values [n], rank-major.
+  std::vector<int64_t> mine, all;
   auto gather = [&] {
     all.resize(P * mine.size());
-    comm.all_gather(mine.data(), mine.size(), all.data());
+    comm.all_gather_bytes(mine.data(), mine.size() * sizeof(int64_t), all.data());
   };
   // Byte counts summed over the ranks (replicated KV heads count on every rank holding them).
   size_t* sums[] = {&result.kv_full_bytes,
@@ -428,16 +433,13 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
                     &result.pool_bytes};
   const size_t S = std::size(sums);
   mine.clear();
-  for (size_t* b : sums) {
-    mine.push_back(float(*b >> 20));
-    mine.push_back(float(*b & ((size_t{1} << 20) - 1)));
-  }
+  for (size_t* b : sums) mine.push_back(static_cast<int64_t>(*b));
   gather();
   for (size_t* b : sums) *b = 0;
   result.rank_kv_kept_bytes.assign(P, 0);
   for (size_t r = 0; r < P; ++r) {
     for (size_t i = 0; i < S; ++i) {
-      const size_t b = (size_t(all[(r * S + i) * 2]) << 20) + size_t(all[(r * S + i) * 2 + 1]);
+      const auto b = static_cast<size_t>(all[r * S + i]);
       *sums[i] += b;
       if (sums[i] == &result.kv_kept_bytes) result.rank_kv_kept_bytes[r] = b;
     }
@@ -457,7 +459,7 @@ void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) co
   const auto& budgets = result.compression.budgets;
   mine.assign(L * Hm, -1);
   for (size_t l = 0; l < budgets.size(); ++l) {
-    for (size_t h = 0; h < Hm; ++h) mine[l * Hm + h] = float(budgets[l][h]);
+    for (size_t h = 0; h < Hm; ++h) mine[l * Hm + h] = static_cast<int64_t>(budgets[l][h]);
   }
   gather();
   result.budgets_agree_across_ranks = true;
@@ -496,11 +498,9 @@ RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
   const size_t steps = lookahead_steps(req.compression, n);
   BlockPool pool = make_pool(req, steps, 2);
   PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
-  std::vector<float> logits;
   RecordedPrompt rec;
   const auto t0 = std::chrono::steady_clock::now();
-  model_.forward(req.prompt.data(), n, source, logits);
-  look_ahead(source, std::move(logits), steps);
+  look_ahead(source, host_logits(model_.forward(req.prompt.data(), n, source)), steps);
   rec.prefill_s = seconds_since(t0);
   const auto copy = source.compressed_copy(req.compression);
   const size_t prefix = n > req.compression.window ? n - req.compression.window : 0;
@@ -532,7 +532,7 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   config.max_num_batched_tokens = n_prompt;
   config.prefill_chunk = n_prompt;
   exchange_s_ = 0;
-  control_.comm().reset_stats();
+  reset_comm_stats();
   LlmEngine loop(*this, config);
   GenerateResult result;
   loop.add({req, {}, on_text, on_logits, [&](GenerateResult&& r) { result = std::move(r); }});
@@ -555,7 +555,7 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   const auto& cfg = model_.local_config();
   const size_t max_new = check_request(req), n_prompt = req.prompt.size();
   exchange_s_ = 0;
-  control_.comm().reset_stats();
+  reset_comm_stats();
   // The recording prefill keeps the full prompt; every policy's copy lives next to it (the
   // pool's pages are touched only as blocks are used, so room for whole copies costs nothing).
   // Look-ahead, when a policy that scores asks for it (all share the first one's scoring).
@@ -566,9 +566,8 @@ std::vector<GenerateResult> Engine::run_generate_policies(
   BlockPool pool = make_pool(req, room, policies.size() + 1 + (req.reference.empty() ? 0 : 1));
   PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
-  std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
-  model_.forward(req.prompt.data(), n_prompt, source, logits);
+  std::vector<float> logits = host_logits(model_.forward(req.prompt.data(), n_prompt, source));
   const double lookahead_s = look_ahead(source, logits, steps);
   const double prefill_s = seconds_since(t0);
   const std::vector<float> prefill_logits = req.reference.empty() ? std::vector<float>{} : logits;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/control_plane.h"
+#include "comm/device_group.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "model/llama.h"
@@ -95,6 +96,17 @@ struct ContinuationScore {
   double forward_s = 0;  // this policy's continuation forward
 };
 
+// What one step of the serving loop gives back, on rank 0.
+struct StepResult {
+  // The logits of the plan's entries that want them, [rows][vocab] in entry order: the only
+  // rows downloaded from the backend.
+  std::vector<float> logits;
+  std::vector<GenerateResult> reports;  // parallel to plan.report
+  // Tokens each [layer][model kv head] holds, for every sequence compressed in this step (its
+  // prompt and look-ahead done): the budget vector every rank computed.
+  std::map<uint64_t, std::vector<std::vector<size_t>>> kept;
+};
+
 // Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
 using LogitsObserver = std::function<void(const float* logits, size_t vocab)>;
 
@@ -155,13 +167,9 @@ class Engine {
   // Root: every rank (re)creates the engine-lifetime block pool of `config`, dropping the
   // caches of an earlier loop.
   void configure_steps(const ServingConfig& config);
-  // Root: every rank executes `plan` (see StepPlan); logits of the entries that want them,
-  // [rows][vocab] in entry order, land in `logits` on rank 0. Reports of plan.report come back
-  // in `reports` (parallel to it, on rank 0).
-  void execute_step(const StepPlan& plan, std::vector<float>& logits,
-                    std::vector<GenerateResult>& reports);
-  // Rank 0's cache of a serving sequence (null if none), and the pool they share.
-  const PagedKvCache* step_cache(uint64_t id) const;
+  // Root: every rank executes `plan` (see StepPlan); the result comes back on rank 0.
+  StepResult execute_step(const StepPlan& plan);
+  // Rank 0's pool of the serving loop.
   const BlockPool* step_pool() const { return step_pool_.get(); }
   // Largest prompt plus generation one request may ask for (the model's context).
   size_t context_length() const { return model_.config().context_length; }
@@ -205,6 +213,8 @@ class Engine {
   // prefill_logits: the prefill's) and returns each token's -log p on rank 0 (empty elsewhere).
   std::vector<double> reference_nll(PagedKvCache& cache, const std::vector<int32_t>& tokens,
                                     const std::vector<float>& prefill_logits) const;
+  // Zeroes the time counters of both groups.
+  void reset_comm_stats() const;
   // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
@@ -218,24 +228,27 @@ class Engine {
   BlockPool make_pool(const GenerateRequest& request, size_t max_new, size_t copies) const;
   [[noreturn]] void fail_job(const std::exception& e) const;
 
-  // Every rank's share of a step; reports (collective) land in `reports` on rank 0.
-  void run_step(const StepPlan& plan, std::vector<float>& logits,
-                std::vector<GenerateResult>& reports);
+  // Every rank's share of a step (reports are collective); the result is rank 0's.
+  StepResult run_step(const StepPlan& plan);
+  // Rank 0: `logits` in host memory; empty elsewhere.
+  std::vector<float> host_logits(const model::Logits& logits) const;
   void run_configure_steps(const ServingConfig& config);
 
   // A serving sequence's cache, and what it held right after compression (for its report).
   struct StepSequence {
     std::unique_ptr<PagedKvCache> cache;
     bool compressed = false;
-    // [prompt tokens][d_model]: the residual stream of a prompt prefilled layer by layer,
-    // between its steps.
-    std::vector<float> residual;
+    // [prompt tokens][d_model] in backend memory: the residual stream of a prompt prefilled
+    // layer by layer, between its steps.
+    kernels::Buffer residual;
     size_t after_prefill_bytes = 0, full_after_prefill_bytes = 0, pool_free_after_prefill = 0;
   };
 
   std::unique_ptr<comm::Communicator> single_;  // when no group is given
   comm::ControlPlane control_;
   std::unique_ptr<kernels::Backend> backend_;  // what the model and the KV pools run on
+  // The layers' collectives (a communicator of their own); null on one rank.
+  std::unique_ptr<comm::DeviceGroup> device_group_;
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
   mutable double exchange_s_ = 0;

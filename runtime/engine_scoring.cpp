@@ -31,8 +31,7 @@ void log_softmax(const float* row, size_t n, std::vector<double>& out) {
 std::vector<double> Engine::reference_nll(PagedKvCache& cache, const std::vector<int32_t>& tokens,
                                           const std::vector<float>& prefill_logits) const {
   const size_t vocab = model_.config().vocab_size, n = tokens.size();
-  std::vector<float> logits;
-  model_.forward(tokens.data(), n, cache, logits, n);
+  const std::vector<float> logits = host_logits(model_.forward(tokens.data(), n, cache, n));
   if (!is_root() || logits.empty()) return {};
   // Token 0 follows the prompt (the prefill's last row), token i the row of token i - 1.
   std::vector<double> nll(n), lp;
@@ -57,10 +56,8 @@ std::vector<ContinuationScore> Engine::run_score_continuation(
   BlockPool pool = make_pool(req, std::max(C, steps), policies.size() + 1);
   PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
 
-  std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
-  model_.forward(req.prompt.data(), n_prompt, source, logits);
-  look_ahead(source, logits, steps);
+  look_ahead(source, host_logits(model_.forward(req.prompt.data(), n_prompt, source)), steps);
   const double prefill_s = seconds_since(t0);
 
   std::vector<std::unique_ptr<PagedKvCache>> copies;
@@ -71,26 +68,19 @@ std::vector<ContinuationScore> Engine::run_score_continuation(
     full_bytes.push_back(copies.back()->full_bytes());
   }
   if (tp_size() > 1) {
-    // Every rank's bytes, summed: as floats, split into MiB and remainder (exact below 2^24).
-    std::vector<float> split;
+    // Every rank's bytes, summed.
+    std::vector<int64_t> bytes;
     for (const auto* v : {&kept_bytes, &full_bytes}) {
-      for (size_t b : *v) {
-        split.push_back(float(b >> 20));
-        split.push_back(float(b & ((size_t{1} << 20) - 1)));
-      }
+      for (size_t b : *v) bytes.push_back(static_cast<int64_t>(b));
     }
-    control_.comm().all_reduce(split.data(), split.size());
+    control_.comm().all_reduce(bytes.data(), bytes.size());
     size_t i = 0;
     for (auto* v : {&kept_bytes, &full_bytes}) {
-      for (size_t& b : *v) {
-        b = (size_t(split[i]) << 20) + size_t(split[i + 1]);
-        i += 2;
-      }
+      for (size_t& b : *v) b = static_cast<size_t>(bytes[i++]);
     }
   }
   // The reference: the uncompressed prompt, continued. Rows 0..C-2 predict tokens 1..C-1.
-  std::vector<float> full_logits;
-  model_.forward(continuation.data(), C, source, full_logits, C);
+  std::vector<float> full_logits = host_logits(model_.forward(continuation.data(), C, source, C));
   std::vector<std::vector<double>> reference;  // log-probabilities, root only
   std::vector<size_t> reference_top;
   if (model_.computes_logits() && is_root()) {
@@ -107,7 +97,8 @@ std::vector<ContinuationScore> Engine::run_score_continuation(
   std::vector<double> lp;
   for (size_t p = 0; p < policies.size(); ++p) {
     const auto t1 = std::chrono::steady_clock::now();
-    model_.forward(continuation.data(), C, *copies[p], logits, C);
+    const std::vector<float> logits =
+        host_logits(model_.forward(continuation.data(), C, *copies[p], C));
     ContinuationScore& s = scores[p];
     s.kv_after_prefill_bytes = kept_bytes[p];
     s.kv_full_after_prefill_bytes = full_bytes[p];

@@ -128,10 +128,9 @@ void LlmEngine::step() {
   if (!has_work()) return;
   std::vector<EntryKind> kinds;
   const StepPlan plan = scheduler_.schedule(kinds);
-  std::vector<float> logits;
-  std::vector<GenerateResult> reports;
   const double t0 = now_s();
-  engine_.execute_step(plan, logits, reports);
+  StepResult result = engine_.execute_step(plan);
+  const std::vector<float>& logits = result.logits;
   if (!plan.entries.empty() && std::all_of(kinds.begin(), kinds.end(),
                                            [](EntryKind k) { return k == EntryKind::kDecode; })) {
     stats_.decode_only_s += now_s() - t0;
@@ -148,7 +147,7 @@ void LlmEngine::step() {
     if (it == active_.end()) continue;
     Active& a = it->second;
     GenerateResult& r = a.result;
-    GenerateResult& kv = reports[i];
+    GenerateResult& kv = result.reports[i];
     r.kv_full_bytes = kv.kv_full_bytes;
     r.kv_kept_bytes = kv.kv_kept_bytes;
     r.kv_after_prefill_bytes = kv.kv_after_prefill_bytes;
@@ -171,9 +170,13 @@ void LlmEngine::step() {
   }
 
   const size_t vocab = engine_.model().config().vocab_size;
-  const size_t heads = engine_.model().config().n_kv_heads;
   auto compressed = [&](Active& a) {
-    scheduler_.set_kept(*a.seq, engine_.step_cache(a.seq->id)->model_kept_tokens(heads));
+    const auto kept = result.kept.find(a.seq->id);
+    if (kept == result.kept.end()) {
+      throw std::logic_error("sequence " + std::to_string(a.seq->id) +
+                             " ended its prompt without a budget vector in the step's result");
+    }
+    scheduler_.set_kept(*a.seq, kept->second);
     a.compressed_at = now_s();
   };
   for (uint64_t id : plan.end_lookahead) {

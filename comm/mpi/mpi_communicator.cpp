@@ -82,6 +82,37 @@ class MpiCommunicator final : public Communicator {
 
   void do_barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+  void do_all_reduce_int64(int64_t* data, size_t n, ReduceOp op) override {
+    MPI_Op mpi_op = op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
+    for (size_t offset = 0; offset < n; offset += max_count_) {
+      check(
+          MPI_Allreduce(MPI_IN_PLACE, data + offset, chunk(n - offset), MPI_INT64_T, mpi_op, comm_),
+          "MPI_Allreduce");
+    }
+  }
+
+  // Host messages (reports, gain rows) are small: one call, no splitting.
+  void do_all_gather_bytes(const void* in, size_t bytes, void* out) override {
+    if (bytes > max_count_) {
+      throw CommError("all_gather_bytes: " + std::to_string(bytes) +
+                      " bytes per rank is more than one MPI call carries");
+    }
+    const int count = static_cast<int>(bytes);
+    check(MPI_Allgather(in, count, MPI_BYTE, out, count, MPI_BYTE, comm_), "MPI_Allgather");
+  }
+
+ public:
+  std::unique_ptr<Communicator> duplicate() const override {
+    MPI_Comm comm;
+    check(MPI_Comm_dup(comm_, &comm), "MPI_Comm_dup");
+    const int code = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (code != MPI_SUCCESS) {
+      MPI_Comm_free(&comm);
+      check(code, "MPI_Comm_set_errhandler");
+    }
+    return std::make_unique<MpiCommunicator>(comm, rank_, size_, max_count_);
+  }
+
  private:
   int chunk(size_t left) const { return static_cast<int>(std::min(left, max_count_)); }
 

@@ -144,15 +144,15 @@ class CpuBackend final : public Backend {
                                          peak),
           "window_attention_mass");
   }
-  // Backend::blend_scores and Backend::pool_scores once backend.h declares them.
   void blend_scores(float* mass, float* peak, const float* window_mass, const float* window_peak,
-                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix, float weight) {
+                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix,
+                    float weight) override {
     check(kernels::blend_scores(mass, peak, window_mass, window_peak, Hq, n_keys, n_window, prefix,
                                 weight),
           "blend_scores");
   }
   void pool_scores(float* scores, const float* mass, size_t n_keys, size_t prefix, size_t Hq,
-                   size_t Hkv, const ScorePooling& pooling) {
+                   size_t Hkv, const ScorePooling& pooling) override {
     check(kernels::pool_scores(scores, mass, n_keys, prefix, Hq, Hkv, pooling), "pool_scores");
   }
 };

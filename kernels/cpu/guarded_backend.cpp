@@ -228,9 +228,9 @@ class GuardedBackend final : public Backend {
     cpu_.window_attention_mass(a(out, "out"), a(q, "q"), q_stride, a(k, "k"), k_stride, n, W, Hq,
                                Hkv, Dh, scale, a.optional(peak, "peak"));
   }
-  // Backend::blend_scores and Backend::pool_scores once backend.h declares them.
   void blend_scores(float* mass, float* peak, const float* window_mass, const float* window_peak,
-                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix, float weight) {
+                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix,
+                    float weight) override {
     const Args a(region_, "blend_scores", Hq == 0 || prefix == 0);
     check(kernels::blend_scores(
               a(mass, "mass"), a.optional(peak, "peak"), a(window_mass, "window_mass"),
@@ -238,7 +238,7 @@ class GuardedBackend final : public Backend {
           "blend_scores");
   }
   void pool_scores(float* scores, const float* mass, size_t n_keys, size_t prefix, size_t Hq,
-                   size_t Hkv, const ScorePooling& pooling) {
+                   size_t Hkv, const ScorePooling& pooling) override {
     const Args a(region_, "pool_scores", Hq == 0 || prefix == 0);
     check(kernels::pool_scores(a(scores, "scores"), a(mass, "mass"), n_keys, prefix, Hq, Hkv,
                                pooling),

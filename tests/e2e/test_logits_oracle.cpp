@@ -128,8 +128,8 @@ TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
   for (const auto& pr : goldens_->prompts) {
     longest = std::max(longest, pr.ids.size());
     adakv::runtime::ContiguousKvCache cache(model_->config(), pr.ids.size());
-    std::vector<float> logits;
-    model_->forward(pr.ids.data(), pr.ids.size(), cache, logits, pr.ids.size());
+    const std::vector<float> logits =
+        model_->logits_to_host(model_->forward(pr.ids.data(), pr.ids.size(), cache, pr.ids.size()));
     float worst = 0;
     for (size_t t = 0; t < pr.ids.size(); ++t) {
       const float* row = logits.data() + t * V;
@@ -178,9 +178,9 @@ TEST_F(LogitsOracle, DecodeRowsMatchTransformers) {
       const size_t n = pr.ids.size(), first = n > 200 ? n - 100 : 0;
       adakv::runtime::ContiguousKvCache cache(model.config(), n);
       std::vector<float> logits;
-      if (first > 0) model.forward(pr.ids.data(), first, cache, logits);
+      if (first > 0) model.forward(pr.ids.data(), first, cache);
       for (size_t t = first; t < n; ++t, ++rows) {
-        model.forward(&pr.ids[t], 1, cache, logits);
+        logits = model.logits_to_host(model.forward(&pr.ids[t], 1, cache));
         worst = std::max(worst, row_error(logits.data(), pr.positions[t]));
         EXPECT_EQ(adakv::runtime::argmax(logits.data(), V), pr.positions[t].argmax)
             << "prompt of " << n << " tokens, position " << t;
@@ -195,13 +195,13 @@ TEST_F(LogitsOracle, DecodeRowsMatchTransformers) {
 void LogitsOracle::expect_greedy_goldens(const adakv::model::LlamaModel& model) {
   for (const auto& pr : goldens_->prompts) {
     adakv::runtime::ContiguousKvCache cache(model.config(), pr.ids.size() + pr.greedy.size());
-    std::vector<float> logits;
-    model.forward(pr.ids.data(), pr.ids.size(), cache, logits);
+    std::vector<float> logits =
+        model.logits_to_host(model.forward(pr.ids.data(), pr.ids.size(), cache));
     std::vector<int32_t> got;
     for (size_t i = 0; i < pr.greedy.size(); ++i) {
       const int32_t next = adakv::runtime::argmax(logits.data(), model.config().vocab_size);
       got.push_back(next);
-      model.forward(&next, 1, cache, logits);
+      logits = model.logits_to_host(model.forward(&next, 1, cache));
     }
     EXPECT_EQ(got, pr.greedy) << "prompt of " << pr.ids.size() << " tokens";
   }
@@ -226,10 +226,9 @@ TEST_F(LogitsOracle, BatchedDecodeMatchesOneSequenceAtATime) {
     const auto& ids = prompts[b]->ids;
     batched.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps));
     alone.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps));
-    std::vector<float> lg;
-    model_->forward(ids.data(), ids.size(), *batched[b], lg);
+    const auto lg = model_->logits_to_host(model_->forward(ids.data(), ids.size(), *batched[b]));
     std::copy(lg.begin(), lg.end(), batch_logits.begin() + b * V);
-    model_->forward(ids.data(), ids.size(), *alone[b], alone_logits[b]);
+    alone_logits[b] = model_->logits_to_host(model_->forward(ids.data(), ids.size(), *alone[b]));
   }
   for (size_t step = 0; step < steps; ++step) {
     std::vector<int32_t> next(B);
@@ -239,10 +238,10 @@ TEST_F(LogitsOracle, BatchedDecodeMatchesOneSequenceAtATime) {
       EXPECT_EQ(next[b], prompts[b]->greedy[step]) << "sequence " << b << ", step " << step;
       caches[b] = batched[b].get();
     }
-    model_->forward_batch(next.data(), caches.data(), B, batch_logits);
+    batch_logits = model_->logits_to_host(model_->forward_batch(next.data(), caches.data(), B));
     ASSERT_EQ(batch_logits.size(), B * V);
     for (size_t b = 0; b < B; ++b) {
-      model_->forward(&next[b], 1, *alone[b], alone_logits[b]);
+      alone_logits[b] = model_->logits_to_host(model_->forward(&next[b], 1, *alone[b]));
       float worst = 0, scale = 0;
       for (size_t i = 0; i < V; ++i) {
         worst = std::max(worst, std::fabs(batch_logits[b * V + i] - alone_logits[b][i]));

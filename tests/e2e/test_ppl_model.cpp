@@ -61,8 +61,8 @@ TEST_F(PplModel, FullCacheScoresEqualOnePlainForwardAndFullBudgetChangesNothing)
   all.insert(all.end(), continuation.begin(), continuation.end());
   const auto& model = engine_->model();
   adakv::runtime::ContiguousKvCache cache(model.config(), all.size());
-  std::vector<float> logits;
-  model.forward(all.data(), all.size(), cache, logits, continuation.size());
+  const std::vector<float> logits =
+      model.logits_to_host(model.forward(all.data(), all.size(), cache, continuation.size()));
   const size_t vocab = model.config().vocab_size;
   ASSERT_EQ(scores[0].nll.size(), continuation.size() - 1);
   double worst = 0;

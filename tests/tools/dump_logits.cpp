@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
 
     const auto model = adakv::model::LlamaModel::load(argv[1]);
     adakv::runtime::ContiguousKvCache cache(model.config(), ids.size());
-    std::vector<float> logits;
-    model.forward(ids.data(), ids.size(), cache, logits, ids.size());
+    const std::vector<float> logits =
+        model.logits_to_host(model.forward(ids.data(), ids.size(), cache, ids.size()));
 
     std::ofstream out(argv[3], std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));

@@ -41,9 +41,13 @@ adakv::gguf::GgufFile file_with_matrix() {
   return adakv::gguf::GgufFile::parse(bytes.data(), bytes.size());
 }
 
+// The product on the CPU backend, whose upload views the Linear's host memory.
 std::vector<float> forward(const Linear& l, const std::vector<float>& x, size_t M = 1) {
   std::vector<float> y(M * l.out_features());
-  l.forward(k::cpu_backend(), y.data(), x.data(), M, {0, false, k::MatmulPath::kFloatDots});
+  Linear uploaded = l;
+  uploaded.upload(k::cpu_backend());
+  EXPECT_EQ(uploaded.weights(), l.data());
+  uploaded.forward(k::cpu_backend(), y.data(), x.data(), M, {0, false, k::MatmulPath::kFloatDots});
   return y;
 }
 
@@ -128,6 +132,13 @@ TEST(Linear, FusedPartsComputeTheirRowsBitForBit) {
   // The parts now read the fused memory and still compute their own rows.
   EXPECT_EQ(forward(a, x, M), ya);
   EXPECT_EQ(forward(b, x, M), yb);
+}
+
+TEST(Linear, ForwardBeforeUploadIsAnError) {
+  const auto f = file_with_matrix();
+  const Linear l = Linear::replicated(f, "m.weight", kIn, kOut);
+  std::vector<float> x(kIn), y(kOut);
+  EXPECT_THROW(l.forward(k::cpu_backend(), y.data(), x.data(), 1), std::logic_error);
 }
 
 TEST(Linear, PartsOfDifferentInputsAreNotFused) {
