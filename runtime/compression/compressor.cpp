@@ -1,5 +1,7 @@
 #include "runtime/compression/compressor.h"
 
+#include <algorithm>
+
 #include "runtime/compression/scorer.h"
 
 namespace adakv::compression {
@@ -29,7 +31,10 @@ bool Compressor::scores_prompt(size_t n) const {
 void Compressor::start_prompt(bool defer) {
   scores_.assign(n_layers_, {});
   budget_scores_.assign(n_layers_, {});
-  if (record_ ? config().lookahead > 0 : defer) observed_q_.assign(n_layers_, {});
+  if (record_ ? config().lookahead > 0 : defer) {
+    observed_q_.clear();
+    observed_q_.resize(n_layers_);
+  }
 }
 
 void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const float* k,
@@ -48,22 +53,31 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
 }
 
 void Compressor::observe(size_t layer, const float* q, size_t q_stride, size_t rows) {
-  auto& observed = observed_q_[layer];
-  for (size_t i = 0; i < rows; ++i) {
-    const float* row = q + i * q_stride;
-    observed.insert(observed.end(), row, row + q_heads_ * head_dim_);
+  Observed& observed = observed_q_[layer];
+  const size_t row_bytes = q_heads_ * head_dim_ * sizeof(float);
+  if (observed.q.bytes() < (observed.rows + rows) * row_bytes) {
+    // Room for the window and the look-ahead rows that follow it, one at a time.
+    const size_t capacity = std::max(2 * observed.rows, observed.rows + rows + 16);
+    kernels::Buffer grown = backend_->allocate(capacity * row_bytes);
+    if (observed.rows > 0)
+      backend_->copy(grown.data(), observed.q.data(), observed.rows * row_bytes);
+    observed.q = std::move(grown);
   }
+  auto* dst = static_cast<uint8_t*>(observed.q.data()) + observed.rows * row_bytes;
+  for (size_t i = 0; i < rows; ++i)
+    backend_->copy(dst + i * row_bytes, q + i * q_stride, row_bytes);
+  observed.rows += rows;
 }
 
 void Compressor::score_lookahead(size_t n_keys,
-                                 const std::function<std::vector<float>(size_t)>& keys) {
+                                 const std::function<kernels::Buffer(size_t)>& keys) {
   const size_t q_width = q_heads_ * head_dim_;
   for (size_t l = 0; l < observed_q_.size(); ++l) {
-    const auto& observed = observed_q_[l];
-    if (observed.empty()) continue;  // a prompt no longer than the window: nothing to score
-    const auto k = keys(l);
-    score(l, observed.data(), q_width, k.data(), kv_heads_ * head_dim_, n_keys,
-          observed.size() / q_width);
+    const Observed& observed = observed_q_[l];
+    if (observed.rows == 0) continue;  // a prompt no longer than the window: nothing to score
+    const kernels::Buffer k = keys(l);
+    score(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
+          observed.rows);
   }
   observed_q_.clear();
 }

@@ -34,7 +34,7 @@ class Compressor {
   // config asks, and waits for look-ahead whenever config.lookahead > 0.
   // Scoring runs on `backend` (outliving the compressor).
   Compressor(const model::ModelConfig& model, const CompressionConfig& config, HeadGroup group,
-             bool record, kernels::Backend& backend = kernels::cpu_backend());
+             bool record, kernels::Backend& backend);
 
   const CompressionConfig& config() const { return selector_.config(); }
   const HeadGroup& group() const { return selector_.group(); }
@@ -51,16 +51,18 @@ class Compressor {
 
   // Scores `layer` from n_obs observed queries (positions n_keys - n_obs .. n_keys - 1) over
   // n_keys keys (compression::score_observations), replacing its scores; merges replicas.
+  // Queries and keys are backend memory; the scores come back to the host.
   void score(size_t layer, const float* q_obs, size_t q_stride, const float* k, size_t k_stride,
              size_t n_keys, size_t n_obs);
 
   // True from a deferring start_prompt() until score_lookahead().
   bool awaiting_lookahead() const { return !observed_q_.empty(); }
-  // Appends `rows` query rows of `layer` (the window's, then one per look-ahead token).
+  // Appends `rows` query rows of `layer` (the window's, then one per look-ahead token), copied
+  // within the backend.
   void observe(size_t layer, const float* q, size_t q_stride, size_t rows);
   // Scores every layer that observed queries from them, over the first n_keys keys that
-  // keys(layer) returns ([n_keys][Hkv][Dh], dense), then drops the queries.
-  void score_lookahead(size_t n_keys, const std::function<std::vector<float>(size_t)>& keys);
+  // keys(layer) returns ([n_keys][Hkv][Dh], dense, backend memory), then drops the queries.
+  void score_lookahead(size_t n_keys, const std::function<kernels::Buffer(size_t)>& keys);
 
   const std::vector<std::vector<float>>& scores() const { return scores_; }
 
@@ -84,9 +86,13 @@ class Compressor {
   std::vector<std::vector<float>> scores_;
   // Like scores_, with budget_scores = peak: what Ada-KV's allocation reads (else empty).
   std::vector<std::vector<float>> budget_scores_;
-  // While awaiting look-ahead: [layer] -> [observed][Hq * Dh], the window's queries then one
-  // row per look-ahead token (empty for prompts <= window).
-  std::vector<std::vector<float>> observed_q_;
+  // While awaiting look-ahead, per layer: [rows][Hq * Dh] in backend memory, the window's
+  // queries then one row per look-ahead token (no rows for prompts <= window).
+  struct Observed {
+    kernels::Buffer q;
+    size_t rows = 0;
+  };
+  std::vector<Observed> observed_q_;
 };
 
 }  // namespace adakv::compression

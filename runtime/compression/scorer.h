@@ -11,16 +11,16 @@
 
 namespace adakv::compression {
 
-// q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), both after RoPE.
+// q: [n][Hq][Dh] (row stride q_stride), k: [n][Hkv][Dh] (row stride k_stride), both after RoPE
+// and in `backend`'s memory, which runs the scoring; the scores come back in host memory.
 // Returns scores [Hkv][n - W], row-major. Requires W < n. With config.pool_sink = s, positions
 // 0..s-1 keep their unpooled mass and are zeros to the pooling of the others. When peak_scores
 // is not null it receives, in the same shape, the scores of budget_scores = peak: each
 // position's largest attention from one observed query, pooled and aggregated the same way.
 std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, size_t k_stride,
                                size_t n, size_t Hq, size_t Hkv, size_t Dh,
-                               const CompressionConfig& config,
-                               std::vector<float>* peak_scores = nullptr,
-                               kernels::Backend& backend = kernels::cpu_backend());
+                               const CompressionConfig& config, std::vector<float>* peak_scores,
+                               kernels::Backend& backend);
 
 // The general form: n_obs observed queries at positions n_keys - n_obs .. n_keys - 1 (q_obs:
 // [n_obs][Hq][Dh], row stride q_stride) over n_keys keys ([n_keys][Hkv][Dh]). The scored
@@ -32,8 +32,7 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
                                       size_t Hkv, size_t Dh, const CompressionConfig& config,
-                                      std::vector<float>* peak_scores = nullptr,
-                                      kernels::Backend& backend = kernels::cpu_backend());
+                                      std::vector<float>* peak_scores, kernels::Backend& backend);
 
 // The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
 // kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).

@@ -14,8 +14,7 @@ namespace adakv::runtime {
 class BlockPool {
  public:
   // The arena comes from `backend` (outliving the pool), whose ops read and write the blocks.
-  BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks,
-            kernels::Backend& backend = kernels::cpu_backend());
+  BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks, kernels::Backend& backend);
 
   // A free block id, or -1 when the pool is exhausted.
   int32_t allocate();
@@ -29,7 +28,9 @@ class BlockPool {
   const uint8_t* block(int32_t id) const {
     return arena_.as<uint8_t>() + static_cast<size_t>(id) * block_bytes_;
   }
+  // The arena, backend memory: blocks are reached only through the backend's ops.
   const uint8_t* arena() const { return arena_.as<uint8_t>(); }
+  uint8_t* arena() { return arena_.as<uint8_t>(); }
   kernels::Backend& backend() const { return *backend_; }
   const kernels::KvBlockLayout& layout() const { return layout_; }
 

@@ -26,9 +26,14 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
     }
   }
   if (!staged_.empty()) {
-    pool_.backend().attention_paged(staged_.data(), staged_.size(), pool_.arena(), pool_.layout(),
-                                    model_.n_heads, model_.n_kv_heads,
-                                    1.0f / std::sqrt(float(model_.head_dim)));
+    // The descriptors go to backend memory, where attention reads them.
+    kernels::Backend& backend = pool_.backend();
+    const size_t bytes = staged_.size() * sizeof(kernels::PagedSequence);
+    if (seqs_.bytes() < bytes) seqs_ = backend.allocate(bytes);
+    backend.upload(seqs_.data(), staged_.data(), bytes);
+    backend.attention_paged(seqs_.as<kernels::PagedSequence>(), staged_.size(), pool_.arena(),
+                            pool_.layout(), model_.n_heads, model_.n_kv_heads,
+                            1.0f / std::sqrt(float(model_.head_dim)));
   }
   for (size_t i = 0; i < staged_.size(); ++i) {
     const Entry& e = entries_[staged_entry_[i]];

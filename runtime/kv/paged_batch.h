@@ -44,6 +44,7 @@ class PagedBatch : public model::KvBatch {
   const model::ModelConfig& model_;
   std::vector<Entry> entries_;
   std::vector<kernels::PagedSequence> staged_;
+  kernels::Buffer seqs_;  // staged_ in backend memory
   std::vector<size_t> staged_entry_, staged_row_;
 };
 

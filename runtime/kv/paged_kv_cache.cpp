@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -14,23 +13,6 @@ using compression::Scope;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Copies one token row (K, V and, for E4M3, their scales) between blocks, byte for byte, so
-// compaction never re-quantizes.
-void copy_row(const kernels::KvBlockLayout& l, const uint8_t* src, size_t src_row, uint8_t* dst,
-              size_t dst_row) {
-  const size_t row_bytes = l.head_dim * l.elem_bytes();
-  std::memcpy(dst + l.k_offset() + dst_row * row_bytes, src + l.k_offset() + src_row * row_bytes,
-              row_bytes);
-  std::memcpy(dst + l.v_offset() + dst_row * row_bytes, src + l.v_offset() + src_row * row_bytes,
-              row_bytes);
-  if (l.dtype == kernels::KvDtype::kE4M3) {
-    auto* ds = reinterpret_cast<float*>(dst + l.scales_offset());
-    const auto* ss = reinterpret_cast<const float*>(src + l.scales_offset());
-    ds[dst_row] = ss[src_row];
-    ds[l.block_tokens + dst_row] = ss[l.block_tokens + src_row];
-  }
 }
 
 }  // namespace
@@ -48,6 +30,63 @@ PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
                                 " does not match the model's " + std::to_string(model.head_dim));
   }
   compression::HeadSelector::check_scope(compression);
+  lengths_ = backend().allocate(model.n_layers * model.n_kv_heads * sizeof(uint32_t));
+  backend().fill(lengths_.data(), 0, lengths_.bytes());
+  reserve_table(16);
+}
+
+template <class T>
+const T* PagedKvCache::stage_array(kernels::Buffer& buffer, const std::vector<T>& values) {
+  const size_t bytes = values.size() * sizeof(T);
+  if (buffer.bytes() < bytes) buffer = backend().allocate(std::max(bytes, 2 * buffer.bytes()));
+  backend().upload(buffer.data(), values.data(), bytes);
+  return buffer.as<T>();
+}
+
+void PagedKvCache::reserve_table(size_t blocks) {
+  if (blocks <= table_capacity_) return;
+  const size_t L = model_.n_layers, H = model_.n_kv_heads;
+  const size_t capacity = std::max(blocks, 2 * table_capacity_);
+  std::vector<int32_t> ids(L * H * capacity, -1);
+  std::vector<const int32_t*> rows(L * H);
+  table_ = backend().allocate(ids.size() * sizeof(int32_t));
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t g = 0; g < H; ++g) {
+      HeadTable& head = heads_[l][g];
+      std::copy(head.blocks.begin(), head.blocks.end(), ids.begin() + (l * H + g) * capacity);
+      head.synced = head.blocks.size();
+      rows[l * H + g] = table_.as<int32_t>() + (l * H + g) * capacity;
+    }
+  }
+  backend().upload(table_.data(), ids.data(), ids.size() * sizeof(int32_t));
+  rows_ = backend().allocate(rows.size() * sizeof(const int32_t*));
+  backend().upload(rows_.data(), rows.data(), rows.size() * sizeof(const int32_t*));
+  table_capacity_ = capacity;
+}
+
+void PagedKvCache::sync_layer(size_t layer) {
+  const size_t H = model_.n_kv_heads;
+  size_t most = 0;
+  for (const HeadTable& head : heads_[layer]) most = std::max(most, head.blocks.size());
+  reserve_table(most);
+  std::vector<uint32_t> lengths(H);
+  for (size_t g = 0; g < H; ++g) {
+    HeadTable& head = heads_[layer][g];
+    head.synced = std::min(head.synced, head.blocks.size());
+    if (head.blocks.size() > head.synced) {
+      backend().upload(table_.as<int32_t>() + (layer * H + g) * table_capacity_ + head.synced,
+                       head.blocks.data() + head.synced,
+                       (head.blocks.size() - head.synced) * sizeof(int32_t));
+      head.synced = head.blocks.size();
+    }
+    lengths[g] = head.length;
+  }
+  backend().upload(lengths_.as<uint32_t>() + layer * H, lengths.data(), H * sizeof(uint32_t));
+}
+
+int32_t PagedKvCache::slot(const HeadTable& head, size_t row) const {
+  const size_t bt = pool_.layout().block_tokens;
+  return static_cast<int32_t>(static_cast<size_t>(head.blocks[row / bt]) * bt + row % bt);
 }
 
 PagedKvCache::~PagedKvCache() {
@@ -60,6 +99,7 @@ void PagedKvCache::release(HeadTable& head) {
   for (int32_t id : head.blocks) pool_.release(id);
   head.blocks.clear();
   head.length = 0;
+  head.synced = 0;
 }
 
 size_t PagedKvCache::held_blocks() const {
@@ -76,25 +116,31 @@ size_t PagedKvCache::full_bytes() const {
   return blocks_per_head * model_.n_layers * model_.n_kv_heads * pool_.block_bytes();
 }
 
-void PagedKvCache::append_rows(HeadTable& head, const float* k, const float* v, size_t stride,
-                               size_t n) {
-  const auto& layout = pool_.layout();
-  for (size_t done = 0; done < n;) {
-    const size_t row = head.length % layout.block_tokens;
-    if (row == 0) {
-      const int32_t id = pool_.allocate();
-      if (id < 0) {
-        throw std::length_error("KV pool exhausted: all " + std::to_string(pool_.capacity()) +
-                                " blocks are in use");
+void PagedKvCache::append_layer(size_t layer, const float* k, const float* v, size_t stride,
+                                size_t n, const std::vector<std::vector<uint32_t>>* kept) {
+  const size_t H = model_.n_kv_heads, bt = pool_.layout().block_tokens;
+  std::vector<int32_t> slots(n * H, -1);
+  for (size_t g = 0; g < H; ++g) {
+    HeadTable& head = heads_[layer][g];
+    const size_t count = kept ? (*kept)[g].size() : n;
+    for (size_t i = 0; i < count; ++i) {
+      if (head.length % bt == 0) {
+        const int32_t id = pool_.allocate();
+        if (id < 0) {
+          sync_layer(layer);
+          throw std::length_error("KV pool exhausted: all " + std::to_string(pool_.capacity()) +
+                                  " blocks are in use");
+        }
+        head.blocks.push_back(id);
       }
-      head.blocks.push_back(id);
+      const size_t row = kept ? (*kept)[g][i] : i;
+      slots[row * H + g] = slot(head, head.length++);
     }
-    const size_t count = std::min(layout.block_tokens - row, n - done);
-    pool_.backend().kv_block_write(pool_.block(head.blocks.back()), layout, row, k + done * stride,
-                                   v + done * stride, count, stride);
-    head.length += static_cast<uint32_t>(count);
-    done += count;
   }
+  sync_layer(layer);
+  if (n == 0) return;
+  backend().kv_append(pool_.arena(), pool_.layout(), k, v, stride, n, H,
+                      stage_array(slots_, slots));
 }
 
 void PagedKvCache::begin_prompt(size_t n_prompt, bool defer_scoring) {
@@ -117,8 +163,8 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
   kernels::PagedSequence seq{};
   if (!stage(layer, q, q_stride, k, v, kv_stride, n, out, model_.q_width(), seq)) return;
   const auto t0 = std::chrono::steady_clock::now();
-  pool_.backend().attention_paged(&seq, 1, pool_.arena(), pool_.layout(), model_.n_heads,
-                                  model_.n_kv_heads,
+  pool_.backend().attention_paged(stage_array(seq_, std::vector{seq}), 1, pool_.arena(),
+                                  pool_.layout(), model_.n_heads, model_.n_kv_heads,
                                   1.0f / std::sqrt(static_cast<float>(model_.head_dim)));
   report_.decode_attention_s += seconds_since(t0);
   finish_layer(layer, q, q_stride, n);
@@ -128,7 +174,6 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
                          const float* v, size_t kv_stride, size_t n, float* out, size_t out_stride,
                          kernels::PagedSequence& seq) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
-  auto& heads = heads_[layer];
   if (position_ == 0 && n > 1 && (prompt_n_ == 0 || prompt_n_ == n)) {
     prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out);
     return false;
@@ -139,21 +184,20 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
     pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
                                      kv_stride, out_stride,
                                      1.0f / std::sqrt(static_cast<float>(Dh)));
-    for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+    append_layer(layer, k, v, kv_stride, n);
     return false;
   }
-  for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
+  append_layer(layer, k, v, kv_stride, n);
   // Rows after the prompt decoded before compression: their queries join the scoring.
   if (awaiting_lookahead() && position_ >= report_.prompt_tokens) {
     compressor_.observe(layer, q, q_stride, n);
   }
-  view_ids_.resize(Hkv);
-  view_lengths_.resize(Hkv);
-  for (size_t g = 0; g < Hkv; ++g) {
-    view_ids_[g] = heads[g].blocks.data();
-    view_lengths_[g] = heads[g].length;
-  }
-  seq = kernels::PagedSequence{view_ids_.data(), view_lengths_.data(), n, q, q_stride, out,
+  seq = kernels::PagedSequence{rows_.as<const int32_t*>() + layer * Hkv,
+                               lengths_.as<uint32_t>() + layer * Hkv,
+                               n,
+                               q,
+                               q_stride,
+                               out,
                                out_stride};
   return true;
 }
@@ -183,7 +227,7 @@ void PagedKvCache::compress_chunked_layer(size_t layer, const float* q_window, s
   const auto t0 = std::chrono::steady_clock::now();
   if (compressor_.scores_prompt(N)) {
     const auto keys = read_keys(layer, N);
-    compressor_.score(layer, q_window, q_stride, keys.data(), model_.kv_width(), N, W);
+    compressor_.score(layer, q_window, q_stride, keys.as<float>(), model_.kv_width(), N, W);
   }
   report_.score_s += seconds_since(t0);
   if (config().scope == Scope::kGlobal) {
@@ -220,11 +264,8 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, W = config().window;
   pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
                                    model_.q_width(), 1.0f / std::sqrt(static_cast<float>(Dh)));
-  auto& heads = heads_[layer];
   if (report_.kept.empty()) init_prompt(n);
-  auto keep_all = [&] {
-    for (size_t g = 0; g < Hkv; ++g) append_rows(heads[g], k + g * Dh, v + g * Dh, kv_stride, n);
-  };
+  auto keep_all = [&] { append_layer(layer, k, v, kv_stride, n); };
 
   if (awaiting_lookahead()) {
     // Scored in finish_lookahead(), once the look-ahead queries are known.
@@ -245,18 +286,8 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   }
   const auto positions = compressor_.take_layer(layer, n, report_);
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> kk, vv;
-  for (size_t g = 0; g < Hkv; ++g) {
-    const auto& pos = positions[g];
-    kk.resize(pos.size() * Dh);
-    vv.resize(pos.size() * Dh);
-    for (size_t i = 0; i < pos.size(); ++i) {
-      std::memcpy(&kk[i * Dh], k + pos[i] * kv_stride + g * Dh, Dh * sizeof(float));
-      std::memcpy(&vv[i * Dh], v + pos[i] * kv_stride + g * Dh, Dh * sizeof(float));
-    }
-    append_rows(heads[g], kk.data(), vv.data(), Dh, pos.size());
-    report_.kept[layer][g] = pos.size();
-  }
+  append_layer(layer, k, v, kv_stride, n, &positions);
+  for (size_t g = 0; g < Hkv; ++g) report_.kept[layer][g] = positions[g].size();
   report_.compact_s += seconds_since(t0);
 }
 
@@ -269,14 +300,15 @@ void PagedKvCache::finish_lookahead() {
   compressor_.score_lookahead(total, [&](size_t layer) { return read_keys(layer, total); });
   // Roll back to the prompt: the look-ahead rows are dropped, their blocks freed.
   const size_t keep_blocks = (n + bt - 1) / bt;
-  for (auto& layer : heads_) {
-    for (auto& head : layer) {
+  for (size_t l = 0; l < heads_.size(); ++l) {
+    for (auto& head : heads_[l]) {
       while (head.blocks.size() > keep_blocks) {
         pool_.release(head.blocks.back());
         head.blocks.pop_back();
       }
       head.length = static_cast<uint32_t>(n);
     }
+    sync_layer(l);
   }
   position_ = n;
   report_.lookahead_tokens = steps;
@@ -303,8 +335,8 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
   const auto positions = copy->compressor_.select_from(compressor_, n, copy->report_);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto& layout = pool_.layout();
-  const size_t bt = layout.block_tokens;
+  const size_t bt = pool_.layout().block_tokens;
+  std::vector<int32_t> src_slots, dst_slots;
   for (size_t l = 0; l < L; ++l) {
     for (size_t g = 0; g < Hkv; ++g) {
       const HeadTable& src = heads_[l][g];
@@ -315,12 +347,18 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
           if (id < 0) throw std::length_error("KV pool exhausted while copying a sequence");
           dst.blocks.push_back(id);
         }
-        copy_row(layout, pool_.block(src.blocks[p / bt]), p % bt, pool_.block(dst.blocks.back()),
-                 dst.length % bt);
-        ++dst.length;
+        src_slots.push_back(slot(src, p));
+        dst_slots.push_back(copy->slot(dst, dst.length++));
       }
       copy->report_.kept[l][g] = dst.length;
     }
+    copy->sync_layer(l);
+  }
+  if (!src_slots.empty()) {
+    src_slots.insert(src_slots.end(), dst_slots.begin(), dst_slots.end());
+    const int32_t* moves = copy->stage_array(copy->moves_, src_slots);
+    backend().kv_copy_rows(pool_.arena(), pool_.layout(), moves, moves + dst_slots.size(),
+                           dst_slots.size());
   }
   copy->report_.compact_s = seconds_since(t0);
   return copy;
@@ -333,46 +371,49 @@ void PagedKvCache::compact_global() {
 
 void PagedKvCache::compact_layer(size_t layer,
                                  const std::vector<std::vector<uint32_t>>& positions) {
-  // In place: kept positions ascend, so row i moves from position p_i >= i and never
-  // overwrites a row still to be read; then the blocks past the new length go back. No block
-  // is needed during compaction, so it works with a pool filled by the prefill.
+  // In place: kept positions ascend, so each row moves down to its rank among the kept; then
+  // the blocks past the new length go back. No block is needed during compaction, so it works
+  // with a pool filled by the prefill.
   const auto t0 = std::chrono::steady_clock::now();
-  const auto& layout = pool_.layout();
-  const size_t bt = layout.block_tokens;
+  const size_t bt = pool_.layout().block_tokens;
+  std::vector<int32_t> src, dst;
   for (size_t g = 0; g < model_.n_kv_heads; ++g) {
     const auto& kept = positions[g];
     HeadTable& head = heads_[layer][g];
     for (size_t i = 0; i < kept.size(); ++i) {
-      const size_t p = kept[i];
-      if (p == i) continue;
-      copy_row(layout, pool_.block(head.blocks[p / bt]), p % bt, pool_.block(head.blocks[i / bt]),
-               i % bt);
+      if (kept[i] == i) continue;
+      src.push_back(slot(head, kept[i]));
+      dst.push_back(slot(head, i));
     }
-    head.length = static_cast<uint32_t>(kept.size());
-    const size_t blocks_needed = (kept.size() + bt - 1) / bt;
+  }
+  if (!src.empty()) {
+    const size_t n = src.size();
+    src.insert(src.end(), dst.begin(), dst.end());
+    const int32_t* moves = stage_array(moves_, src);
+    backend().kv_copy_rows(pool_.arena(), pool_.layout(), moves, moves + n, n);
+  }
+  for (size_t g = 0; g < model_.n_kv_heads; ++g) {
+    const size_t kept = positions[g].size();
+    HeadTable& head = heads_[layer][g];
+    head.length = static_cast<uint32_t>(kept);
+    const size_t blocks_needed = (kept + bt - 1) / bt;
     for (size_t b = blocks_needed; b < head.blocks.size(); ++b) pool_.release(head.blocks[b]);
     head.blocks.resize(blocks_needed);
-    report_.kept[layer][g] = kept.size();
+    report_.kept[layer][g] = kept;
   }
+  sync_layer(layer);
   report_.compact_s += seconds_since(t0);
 }
 
-std::vector<float> PagedKvCache::read_keys(size_t layer, size_t total) const {
-  const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
-  const auto& layout = pool_.layout();
-  const size_t bt = layout.block_tokens;
-  std::vector<float> keys(total * Hkv * Dh), k_rows(bt * Dh), v_rows(bt * Dh);
-  for (size_t g = 0; g < Hkv; ++g) {
-    const HeadTable& head = heads_[layer][g];
-    for (size_t b = 0; b * bt < total; ++b) {
-      const size_t rows = std::min(bt, total - b * bt);
-      pool_.backend().kv_block_read(pool_.block(head.blocks[b]), layout, 0, rows, k_rows.data(),
-                                    v_rows.data());
-      for (size_t r = 0; r < rows; ++r) {
-        std::memcpy(&keys[((b * bt + r) * Hkv + g) * Dh], &k_rows[r * Dh], Dh * sizeof(float));
-      }
-    }
+kernels::Buffer PagedKvCache::read_keys(size_t layer, size_t total) {
+  const size_t Dh = model_.head_dim, H = model_.n_kv_heads;
+  std::vector<int32_t> slots(total * H);
+  for (size_t t = 0; t < total; ++t) {
+    for (size_t g = 0; g < H; ++g) slots[t * H + g] = slot(heads_[layer][g], t);
   }
+  kernels::Buffer keys = backend().allocate(total * H * Dh * sizeof(float));
+  backend().kv_gather(keys.as<float>(), nullptr, Dh, pool_.arena(), pool_.layout(),
+                      stage_array(slots_, slots), total * H);
   return keys;
 }
 

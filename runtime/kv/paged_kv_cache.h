@@ -19,6 +19,13 @@
 // together and rolls the cache back to the prompt.
 // Decode appends to each head's last block and attends with kernels::attention_paged.
 //
+// Memory: rows live in the pool's arena and reach it only through backend ops (kv_append over a
+// slot mapping, kv_copy_rows for compaction and copies, kv_gather to read keys back for
+// scoring). The block table lives twice: the host's (which block ids each head holds, decided
+// here) and its mirror in backend memory ([layer][kv head][capacity] block ids, [layer][kv head]
+// lengths, and one row pointer per head), which attention reads; every change to a layer's
+// heads is uploaded right after it (sync_layer).
+//
 // Chunked prefill (begin_prompt): the prompt arrives over several forwards. Chunks before the
 // last keep every row (attention needs them); the last chunk's queries hold the window, so
 // that chunk scores the layer over the keys in the blocks and compacts it in place. With
@@ -121,21 +128,36 @@ class PagedKvCache : public model::KvCache {
   struct HeadTable {
     std::vector<int32_t> blocks;
     uint32_t length = 0;
+    size_t synced = 0;  // leading block ids already in the backend's table
   };
 
   const compression::CompressionConfig& config() const { return compressor_.config(); }
+  kernels::Backend& backend() const { return pool_.backend(); }
   // A whole prompt in one forward: causal attention over the raw q/k/v, then only the rows
   // the policy keeps go to the blocks (scope layer), or every row (the rest).
   void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
                      size_t kv_stride, size_t n, float* out);
-  void append_rows(HeadTable& head, const float* k, const float* v, size_t stride, size_t n);
+  // Appends rows of `layer` (k, v: [n][Hkv][Dh] with row stride `stride`, backend memory) in one
+  // kv_append: every row of every head, or with `kept` only rows kept[g] of head g.
+  void append_layer(size_t layer, const float* k, const float* v, size_t stride, size_t n,
+                    const std::vector<std::vector<uint32_t>>* kept = nullptr);
+  // Slot of row `row` of a head (its block must exist).
+  int32_t slot(const HeadTable& head, size_t row) const;
+  // Uploads the layer's new block ids and its lengths to the backend's table.
+  void sync_layer(size_t layer);
+  // Grows the backend's table to hold `blocks` ids per head (re-uploading every layer).
+  void reserve_table(size_t blocks);
+  // `values` uploaded into the scratch buffer `buffer` (grown as needed); backend memory.
+  template <class T>
+  const T* stage_array(kernels::Buffer& buffer, const std::vector<T>& values);
   // The prompt's report and score slots, on its first rows.
   void init_prompt(size_t n);
   // The last prompt chunk of `layer` is in the blocks: score it with the window's queries
   // (q_window: [W][Hq][Dh]) and compact it in place (or keep the queries for look-ahead).
   void compress_chunked_layer(size_t layer, const float* q_window, size_t q_stride);
-  // Keys of the first `total` tokens of `layer`, read back from the blocks: [total][Hkv][Dh].
-  std::vector<float> read_keys(size_t layer, size_t total) const;
+  // Keys of the first `total` tokens of `layer`, read back from the blocks: [total][Hkv][Dh] in
+  // backend memory.
+  kernels::Buffer read_keys(size_t layer, size_t total);
   // Keeps only `positions[g]` (ascending) of each head of `layer`, moved down in place; the
   // blocks past the new lengths go back to the pool.
   void compact_layer(size_t layer, const std::vector<std::vector<uint32_t>>& positions);
@@ -150,8 +172,11 @@ class PagedKvCache : public model::KvCache {
   size_t position_ = 0;
   size_t prompt_n_ = 0;         // begin_prompt's; 0: the first forward is the whole prompt
   bool defer_scoring_ = false;  // scoring waits for look-ahead (compress_after_lookahead)
-  std::vector<const int32_t*> view_ids_;  // stage()'s PagedSequence arrays
-  std::vector<uint32_t> view_lengths_;
+  // The backend's block table: ids [layer][head][table_capacity_], lengths [layer][head], and
+  // the row pointers [layer][head] that PagedSequence::block_ids points into.
+  size_t table_capacity_ = 0;
+  kernels::Buffer table_, lengths_, rows_;
+  kernels::Buffer slots_, moves_, seq_;  // scratch for one op's slot lists and descriptor
   CompressionReport report_;
 };
 

@@ -59,7 +59,7 @@ std::vector<std::vector<size_t>> budgets_of(const model::ModelConfig& c,
                                             runtime::GainExchange exchange, size_t n) {
   const auto local = shard.local(c);
   runtime::BlockPool pool({16, c.head_dim, kernels::KvDtype::kF32},
-                          c.n_layers * local.n_kv_heads * ((n + 15) / 16));
+                          c.n_layers * local.n_kv_heads * ((n + 15) / 16), kernels::cpu_backend());
   runtime::HeadGroup group;
   group.model_kv_heads = c.n_kv_heads;
   group.first_kv_head = shard.kv_head_begin;

@@ -76,7 +76,8 @@ std::vector<float> decode(PagedKvCache& cache, const adakv::model::ModelConfig& 
 TEST(PagedKvCache, BudgetOfTheWholePromptIsBitIdenticalToFull) {
   const auto c = tiny_config();
   const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
-  BlockPool pool_a(layout, 1000), pool_b(layout, 1000);
+  BlockPool pool_a(layout, 1000, adakv::kernels::cpu_backend()),
+      pool_b(layout, 1000, adakv::kernels::cpu_backend());
   CompressionConfig full, ada;
   full.policy = Policy::kFull;
   ada.policy = Policy::kAdaKV;
@@ -96,7 +97,7 @@ TEST(PagedKvCache, TwentyPercentFreesMemoryIntoThePool) {
   const auto c = tiny_config();
   const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
   for (Scope scope : {Scope::kLayer, Scope::kGlobal}) {
-    BlockPool pool(layout, 1000);
+    BlockPool pool(layout, 1000, adakv::kernels::cpu_backend());
     CompressionConfig ada;
     ada.scope = scope;
     ada.budget_ratio = 0.2;
@@ -122,7 +123,7 @@ TEST(PagedKvCache, FreedBlocksAreReusedByTheNextSequence) {
   const auto c = tiny_config();
   const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
   // Room for one uncompressed 512-token prompt only: 3 layers x 2 heads x 32 blocks.
-  BlockPool pool(layout, 192);
+  BlockPool pool(layout, 192, adakv::kernels::cpu_backend());
   CompressionConfig ada;
   ada.budget_ratio = 0.2;
   ada.scope = Scope::kGlobal;  // needs the full size during prefill, then frees 80%
@@ -145,7 +146,7 @@ TEST(PagedKvCache, FreedBlocksAreReusedByTheNextSequence) {
 TEST(PagedKvCache, LookAheadQueriesJoinTheWindowThenTheCacheRollsBack) {
   const auto c = tiny_config();
   const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
-  BlockPool pool(layout, 1000);
+  BlockPool pool(layout, 1000, adakv::kernels::cpu_backend());
   CompressionConfig ada;
   ada.budget_ratio = 0.2;
   ada.window = 8;
@@ -180,7 +181,8 @@ TEST(PagedKvCache, LookAheadQueriesJoinTheWindowThenTheCacheRollsBack) {
   }
   const auto want = adakv::compression::score_observations(
       all.q.data() + (n - ada.window) * all.q_stride, all.q_stride, all.k.data(), all.kv_stride,
-      n + steps, ada.window + steps, c.n_heads, c.n_kv_heads, c.head_dim, ada);
+      n + steps, ada.window + steps, c.n_heads, c.n_kv_heads, c.head_dim, ada, nullptr,
+      adakv::kernels::cpu_backend());
   ASSERT_EQ(want.size(), c.n_kv_heads * (n - ada.window));
   for (size_t l = 0; l < c.n_layers; ++l) EXPECT_EQ(cache.scores()[l], want) << "layer " << l;
 
@@ -206,7 +208,7 @@ TEST(PagedKvCache, LookAheadQueriesJoinTheWindowThenTheCacheRollsBack) {
 TEST(PagedKvCache, PeakBudgetScoresMoveOnlyAdaKVsBudgets) {
   const auto c = tiny_config();
   const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
-  BlockPool pool(layout, 1000);
+  BlockPool pool(layout, 1000, adakv::kernels::cpu_backend());
   const auto prompt = random_activations(c, 300, 9);
   const auto token = random_activations(c, 1, 90);
   for (Scope scope : {Scope::kLayer, Scope::kGlobal}) {
@@ -239,7 +241,7 @@ TEST(PagedKvCache, PeakBudgetScoresMoveOnlyAdaKVsBudgets) {
 }
 
 TEST(BlockPool, DoubleFreeAndBadIdsAreRejected) {
-  BlockPool pool({16, 8, adakv::kernels::KvDtype::kF32}, 4);
+  BlockPool pool({16, 8, adakv::kernels::KvDtype::kF32}, 4, adakv::kernels::cpu_backend());
   const int32_t id = pool.allocate();
   pool.release(id);
   EXPECT_THROW(pool.release(id), std::logic_error);

@@ -81,7 +81,7 @@ struct LookAheadObservations {
   std::vector<float> score(const c::CompressionConfig& config,
                            std::vector<float>* peak = nullptr) const {
     return c::score_observations(q_obs(), Hq * Dh, kk.data(), Hkv * Dh, n_keys, n_obs, Hq, Hkv, Dh,
-                                 config, peak);
+                                 config, peak, adakv::kernels::cpu_backend());
   }
 };
 
@@ -128,8 +128,8 @@ TEST(ScoreLayer, MatchesTheReferenceForEveryPoolingGqaSinkAndShift) {
           config.pool_sink = sink;
           config.pool_shift = shift;
           config.gqa = gqa;
-          const auto got =
-              c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, Hq, Hkv, Dh, config);
+          const auto got = c::score_layer(q.data(), Hq * Dh, kk.data(), Hkv * Dh, n, Hq, Hkv, Dh,
+                                          config, nullptr, adakv::kernels::cpu_backend());
           ASSERT_EQ(got.size(), Hkv * prefix);
           for (size_t g = 0; g < Hkv; ++g) {
             std::vector<float> want(prefix, gqa == c::GqaAggregation::kMax ? -1.0f : 0.0f);
@@ -163,9 +163,11 @@ TEST(ScoreLayer, ASinkDoesNotLiftItsNeighbours) {
   config.window = W;
   config.pooling = c::Pooling::kAvg;
   config.pool_kernel = 9;
-  const auto pooled = c::score_layer(q.data(), Dh, kk.data(), Dh, n, 1, 1, Dh, config);
+  const auto pooled = c::score_layer(q.data(), Dh, kk.data(), Dh, n, 1, 1, Dh, config, nullptr,
+                                     adakv::kernels::cpu_backend());
   config.pool_sink = 1;
-  const auto sunk = c::score_layer(q.data(), Dh, kk.data(), Dh, n, 1, 1, Dh, config);
+  const auto sunk = c::score_layer(q.data(), Dh, kk.data(), Dh, n, 1, 1, Dh, config, nullptr,
+                                   adakv::kernels::cpu_backend());
   // Pooled with the rest, the sink's 1/9 share makes positions 1..4 outrank position 10.
   EXPECT_GT(pooled[3], 2 * pooled[10]);
   // Left out, position 0 keeps its whole mass and its neighbours score like everyone else.
@@ -205,11 +207,11 @@ TEST(ScoreObservations, LookAheadWeightScalesOnlyTheLookAheadQueries) {
   }
   // Without look-ahead queries the weight changes nothing.
   config.lookahead_weight = 1.0;
-  const auto plain =
-      c::score_layer(obs.q.data(), Hq * Dh, obs.kk.data(), Hkv * Dh, n_prompt, Hq, Hkv, Dh, config);
+  const auto plain = c::score_layer(obs.q.data(), Hq * Dh, obs.kk.data(), Hkv * Dh, n_prompt, Hq,
+                                    Hkv, Dh, config, nullptr, adakv::kernels::cpu_backend());
   config.lookahead_weight = 3.0;
   EXPECT_EQ(plain, c::score_layer(obs.q.data(), Hq * Dh, obs.kk.data(), Hkv * Dh, n_prompt, Hq, Hkv,
-                                  Dh, config));
+                                  Dh, config, nullptr, adakv::kernels::cpu_backend()));
 }
 
 // budget_scores = peak: the same pooling and GQA aggregation, applied to each position's
