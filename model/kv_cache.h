@@ -36,6 +36,11 @@ class KvBatch {
   virtual size_t next_position(size_t s) const = 0;  // position of sequence s's first new row
   // Whether the forward writes logits for sequence s's last row.
   virtual bool wants_logits(size_t s) const = 0;
+  // Whether sequence s's rows are prompt rows (known text, taken in parallel: the float32 GEMM)
+  // rather than decode rows (sampled tokens, replayed or looked ahead: the decode row dots). A
+  // row's numerics follow its role, never the batch's shape. Default: several rows at once are a
+  // prompt (or a text being scored), a single row a decode.
+  virtual bool is_prompt(size_t s) const { return tokens(s) > 1; }
   // Layers [layer_begin(s), layer_end(s)) of sequence s run in this forward (default: all; an
   // end past the last layer means the last). A prompt prefilled layer by layer over several
   // forwards runs one range per forward; its residual stream lives in residual(s)

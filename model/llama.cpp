@@ -32,15 +32,12 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
   weights_.upload(*backend_);
 }
 
-LlamaModel::LlamaModel(ModelConfig config, Weights weights)
-    : LlamaModel(config, std::move(weights), ShardLayout::single(config), nullptr,
-                 kernels::cpu_backend()) {}
-
-LlamaModel LlamaModel::load(const std::string& path) {
+LlamaModel LlamaModel::load(const std::string& path, kernels::Backend& backend) {
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
   auto config = ModelConfig::from_gguf(*file);
-  auto weights = Weights::load(file, config, ShardLayout::single(config));
-  return LlamaModel(std::move(config), std::move(weights));
+  auto shard = ShardLayout::single(config);
+  auto weights = Weights::load(file, config, shard);
+  return LlamaModel(std::move(config), std::move(weights), shard, nullptr, backend);
 }
 
 bool LlamaModel::computes_logits() const {
@@ -88,9 +85,10 @@ std::vector<float> LlamaModel::logits_to_host(const Logits& logits) const {
 
 namespace {
 
-// Consecutive activation rows that take one kernel path (kernels/quant.h): a sequence's single
-// decode row takes the decode row dots (int16 activations by default, float32 when asked:
-// decode_dots_path), a prompt chunk the float32 GEMM, one GEMM per chunk (`groups`), whose
+// Consecutive activation rows that take one kernel path (kernels/quant.h), chosen by the rows'
+// role (KvBatch::is_prompt): decode rows take the decode row dots (int16 activations by default,
+// float32 when asked: decode_dots_path), a prompt chunk the float32 GEMM, one GEMM per chunk
+// (`groups`), whose
 // products stay those of the dequantized model (as the oracle computes them) up to float32
 // rounding. The choice depends only on the sequence's own rows, so a sequence computes the same
 // numbers alone or in any batch.
@@ -105,7 +103,7 @@ std::vector<RowRun> row_runs(const KvBatch& batch, size_t s_begin, size_t s_end,
   std::vector<RowRun> runs;
   for (size_t s = s_begin, row = row_begin; s < s_end; ++s) {
     const size_t count = batch.tokens(s);
-    const auto path = count == 1 ? k::decode_dots_path() : k::MatmulPath::kFloatGemm;
+    const auto path = batch.is_prompt(s) ? k::MatmulPath::kFloatGemm : k::decode_dots_path();
     if (runs.empty() || runs.back().path != path) runs.push_back({row, 0, path, {}});
     runs.back().count += count;
     if (path == k::MatmulPath::kFloatGemm) {

@@ -40,11 +40,9 @@ class LlamaModel {
   // where every op runs.
   LlamaModel(ModelConfig config, Weights weights, ShardLayout shard, comm::DeviceGroup* tp,
              kernels::Backend& backend);
-  // One rank on the process's CPU backend (tools and tests).
-  LlamaModel(ModelConfig config, Weights weights);
-  // Reads config and weights from a GGUF file, one rank on the CPU backend (throws naming what
-  // is wrong).
-  static LlamaModel load(const std::string& path);
+  // Reads config and weights from a GGUF file, one rank on `backend` (throws naming what is
+  // wrong).
+  static LlamaModel load(const std::string& path, kernels::Backend& backend);
 
   const ModelConfig& config() const { return config_; }       // the whole model's
   const ModelConfig& local_config() const { return local_; }  // this rank's heads and ffn

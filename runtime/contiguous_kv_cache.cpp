@@ -5,8 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/ops.h"
-
 namespace adakv::runtime {
 
 ContiguousKvCache::ContiguousKvCache(const model::ModelConfig& config, size_t capacity,
@@ -17,8 +15,8 @@ ContiguousKvCache::ContiguousKvCache(const model::ModelConfig& config, size_t ca
       k_(config.n_layers),
       v_(config.n_layers) {
   for (size_t l = 0; l < config.n_layers; ++l) {
-    k_[l].resize(capacity * config.kv_width());
-    v_[l].resize(capacity * config.kv_width());
+    k_[l] = backend.allocate(capacity * config.kv_width() * sizeof(float));
+    v_[l] = backend.allocate(capacity * config.kv_width() * sizeof(float));
   }
 }
 
@@ -31,11 +29,11 @@ void ContiguousKvCache::append_and_attend(size_t layer, const float* q, size_t q
                             std::to_string(capacity_));
   }
   const size_t W = config_.kv_width();
-  float* ks = k_[layer].data();
-  float* vs = v_[layer].data();
+  float* ks = k_[layer].as<float>();
+  float* vs = v_[layer].as<float>();
   for (size_t t = 0; t < n; ++t) {
-    std::copy_n(k + t * kv_stride, W, ks + (length_ + t) * W);
-    std::copy_n(v + t * kv_stride, W, vs + (length_ + t) * W);
+    backend_->copy(ks + (length_ + t) * W, k + t * kv_stride, W * sizeof(float));
+    backend_->copy(vs + (length_ + t) * W, v + t * kv_stride, W * sizeof(float));
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   backend_->attention_causal(out, q, ks, vs, n, length_ + n, config_.n_heads, config_.n_kv_heads,

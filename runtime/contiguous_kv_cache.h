@@ -1,5 +1,6 @@
-// One sequence's KV cache as plain contiguous float32 arrays, [layer][token][kv head][head_dim].
-// The uncompressed baseline; the head-paged cache (runtime/kv/) is what serving uses.
+// One sequence's KV cache as plain contiguous float32 arrays in backend memory,
+// [layer][token][kv head][head_dim]. The uncompressed baseline of the oracle tests; the
+// head-paged cache (runtime/kv/) is what serving uses.
 #pragma once
 
 #include <vector>
@@ -12,9 +13,8 @@ namespace adakv::runtime {
 
 class ContiguousKvCache : public model::KvCache {
  public:
-  // Holds up to `capacity` tokens (prompt + generated); attends on `backend`.
-  ContiguousKvCache(const model::ModelConfig& config, size_t capacity,
-                    kernels::Backend& backend = kernels::cpu_backend());
+  // Holds up to `capacity` tokens (prompt + generated) in `backend`'s memory, where it attends.
+  ContiguousKvCache(const model::ModelConfig& config, size_t capacity, kernels::Backend& backend);
 
   size_t next_position() const override { return length_; }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
@@ -31,7 +31,7 @@ class ContiguousKvCache : public model::KvCache {
   kernels::Backend* backend_;
   size_t capacity_;
   size_t length_ = 0;
-  std::vector<std::vector<float>> k_, v_;  // per layer: [capacity][n_kv_heads * head_dim]
+  std::vector<kernels::Buffer> k_, v_;  // per layer: [capacity][n_kv_heads * head_dim]
 };
 
 }  // namespace adakv::runtime

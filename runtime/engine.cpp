@@ -180,10 +180,7 @@ StepResult Engine::run_step(const StepPlan& plan) {
   // A sequence whose prompt (and look-ahead) is done: what it holds now is its compressed size.
   auto note_compressed = [&](uint64_t id, StepSequence& s) {
     const PagedKvCache& c = *s.cache;
-    if (s.compressed || c.awaiting_lookahead() || c.next_position() < c.report().prompt_tokens ||
-        c.report().prompt_tokens == 0) {
-      return;
-    }
+    if (s.compressed || c.awaiting_lookahead() || c.next_position() < s.prompt_tokens) return;
     s.compressed = true;
     result.kept[id] = c.model_kept_tokens(model_.config().n_kv_heads);
     s.after_prefill_bytes = c.held_bytes();
@@ -208,6 +205,7 @@ StepResult Engine::run_step(const StepPlan& plan) {
     s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
                                              head_group());
     s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
+    s.prompt_tokens = start.prompt_tokens;
     step_seqs_[start.id] = std::move(s);
   }
   for (uint64_t id : plan.end_lookahead) {

@@ -237,6 +237,7 @@ class Engine {
   // A serving sequence's cache, and what it held right after compression (for its report).
   struct StepSequence {
     std::unique_ptr<PagedKvCache> cache;
+    size_t prompt_tokens = 0;
     bool compressed = false;
     // [prompt tokens][d_model] in backend memory: the residual stream of a prompt prefilled
     // layer by layer, between its steps.

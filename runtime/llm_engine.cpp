@@ -130,7 +130,7 @@ void LlmEngine::step() {
   const StepPlan plan = scheduler_.schedule(kinds);
   const double t0 = now_s();
   StepResult result = engine_.execute_step(plan);
-  const std::vector<float>& logits = result.logits;
+  const std::vector<float>& sampled = result.logits;
   if (!plan.entries.empty() && std::all_of(kinds.begin(), kinds.end(),
                                            [](EntryKind k) { return k == EntryKind::kDecode; })) {
     stats_.decode_only_s += now_s() - t0;
@@ -203,7 +203,7 @@ void LlmEngine::step() {
       if (s.lookahead == 0) compressed(a);
     }
     if (!e.logits) continue;
-    const float* lg = logits.data() + (row++) * vocab;
+    const float* lg = sampled.data() + (row++) * vocab;
     if (a.done) continue;
     auto sample = [&] {
       if (a.request.on_logits) a.request.on_logits(lg, vocab);

@@ -1,7 +1,8 @@
-// The ragged batch of one serving step over head-paged caches: every sequence's rows are
-// appended to its own cache, then ONE attention_paged call per layer serves all the rows that
-// read from the pool (decodes, look-ahead and later prompt chunks); a first prompt chunk
-// attends over its own raw rows instead (PagedKvCache::stage). An entry whose layer range
+// The ragged batch of one serving step over head-paged caches: per layer, every sequence's rows
+// are placed in its own cache and stored by ONE kv_append over a slot mapping of all the
+// sequences and heads, then ONE attention_paged call serves all the rows that read from the pool
+// (decodes, look-ahead and later prompt chunks); a whole prompt or a first prompt chunk attends
+// over its own raw rows instead (PagedKvCache::stage). An entry whose layer range
 // leaves a layer out is skipped there, and takes its rows (commit) only when its range ends at
 // the last layer.
 #pragma once
@@ -26,12 +27,13 @@ class PagedBatch : public model::KvBatch {
     float* residual = nullptr;
   };
   // Every cache lives in `pool`; heads and sizes from `model` (this rank's local config).
-  PagedBatch(const BlockPool& pool, const model::ModelConfig& model, std::vector<Entry> entries);
+  PagedBatch(BlockPool& pool, const model::ModelConfig& model, std::vector<Entry> entries);
 
   size_t size() const override { return entries_.size(); }
   size_t tokens(size_t s) const override { return entries_[s].tokens; }
   size_t next_position(size_t s) const override { return entries_[s].cache->next_position(); }
   bool wants_logits(size_t s) const override { return entries_[s].logits; }
+  bool is_prompt(size_t s) const override { return entries_[s].cache->in_prompt(); }
   size_t layer_begin(size_t s) const override { return entries_[s].layer_begin; }
   size_t layer_end(size_t s) const override { return entries_[s].layer_end; }
   float* residual(size_t s) override { return entries_[s].residual; }
@@ -40,12 +42,16 @@ class PagedBatch : public model::KvBatch {
   void commit() override;
 
  private:
-  const BlockPool& pool_;
+  BlockPool& pool_;
   const model::ModelConfig& model_;
   std::vector<Entry> entries_;
+  // One layer's work: the entries running it (index, first packed row), the slot mapping of
+  // every packed row [rows][kv heads] (-1: not stored), the descriptors of those that attend
+  // over the pool; and the last two's backend copies.
+  std::vector<std::pair<size_t, size_t>> running_;
+  std::vector<int32_t> slots_;
   std::vector<kernels::PagedSequence> staged_;
-  kernels::Buffer seqs_;  // staged_ in backend memory
-  std::vector<size_t> staged_entry_, staged_row_;
+  kernels::Buffer slots_dev_, seqs_;
 };
 
 }  // namespace adakv::runtime

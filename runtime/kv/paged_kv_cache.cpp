@@ -116,10 +116,9 @@ size_t PagedKvCache::full_bytes() const {
   return blocks_per_head * model_.n_layers * model_.n_kv_heads * pool_.block_bytes();
 }
 
-void PagedKvCache::append_layer(size_t layer, const float* k, const float* v, size_t stride,
-                                size_t n, const std::vector<std::vector<uint32_t>>* kept) {
+void PagedKvCache::place_rows(size_t layer, size_t n,
+                              const std::vector<std::vector<uint32_t>>* kept, int32_t* slots) {
   const size_t H = model_.n_kv_heads, bt = pool_.layout().block_tokens;
-  std::vector<int32_t> slots(n * H, -1);
   for (size_t g = 0; g < H; ++g) {
     HeadTable& head = heads_[layer][g];
     const size_t count = kept ? (*kept)[g].size() : n;
@@ -138,9 +137,6 @@ void PagedKvCache::append_layer(size_t layer, const float* k, const float* v, si
     }
   }
   sync_layer(layer);
-  if (n == 0) return;
-  backend().kv_append(pool_.arena(), pool_.layout(), k, v, stride, n, H,
-                      stage_array(slots_, slots));
 }
 
 void PagedKvCache::begin_prompt(size_t n_prompt, bool defer_scoring) {
@@ -160,22 +156,28 @@ void PagedKvCache::init_prompt(size_t n) {
 
 void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                                      const float* v, size_t kv_stride, size_t n, float* out) {
+  std::vector<int32_t> slots(n * model_.n_kv_heads, -1);
   kernels::PagedSequence seq{};
-  if (!stage(layer, q, q_stride, k, v, kv_stride, n, out, model_.q_width(), seq)) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  pool_.backend().attention_paged(stage_array(seq_, std::vector{seq}), 1, pool_.arena(),
-                                  pool_.layout(), model_.n_heads, model_.n_kv_heads,
-                                  1.0f / std::sqrt(static_cast<float>(model_.head_dim)));
-  report_.decode_attention_s += seconds_since(t0);
+  const bool attends =
+      stage(layer, q, q_stride, k, v, kv_stride, n, out, model_.q_width(), slots.data(), seq);
+  backend().kv_append(pool_.arena(), pool_.layout(), k, v, kv_stride, n, model_.n_kv_heads,
+                      stage_array(slots_, slots));
+  if (attends) {
+    const auto t0 = std::chrono::steady_clock::now();
+    backend().attention_paged(stage_array(seq_, std::vector{seq}), 1, pool_.arena(),
+                              pool_.layout(), model_.n_heads, model_.n_kv_heads,
+                              1.0f / std::sqrt(static_cast<float>(model_.head_dim)));
+    report_.decode_attention_s += seconds_since(t0);
+  }
   finish_layer(layer, q, q_stride, n);
 }
 
 bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const float* k,
                          const float* v, size_t kv_stride, size_t n, float* out, size_t out_stride,
-                         kernels::PagedSequence& seq) {
+                         int32_t* slots, kernels::PagedSequence& seq) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads;
   if (position_ == 0 && n > 1 && (prompt_n_ == 0 || prompt_n_ == n)) {
-    prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out);
+    prefill_layer(layer, q, q_stride, k, v, kv_stride, n, out, slots);
     return false;
   }
   if (position_ == 0 && prompt_n_ > n) {
@@ -184,10 +186,10 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
     pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
                                      kv_stride, out_stride,
                                      1.0f / std::sqrt(static_cast<float>(Dh)));
-    append_layer(layer, k, v, kv_stride, n);
+    place_rows(layer, n, nullptr, slots);
     return false;
   }
-  append_layer(layer, k, v, kv_stride, n);
+  place_rows(layer, n, nullptr, slots);
   // Rows after the prompt decoded before compression: their queries join the scoring.
   if (awaiting_lookahead() && position_ >= report_.prompt_tokens) {
     compressor_.observe(layer, q, q_stride, n);
@@ -203,6 +205,12 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
 }
 
 void PagedKvCache::finish_layer(size_t layer, const float* q, size_t q_stride, size_t n) {
+  if (compact_pending_) {
+    // A whole prompt under scope global: every layer's rows are in the blocks now.
+    compact_pending_ = false;
+    compact_global();
+    return;
+  }
   if (prompt_n_ == 0 || position_ == 0 || position_ >= prompt_n_) return;
   if (position_ + n != prompt_n_) return;  // a middle chunk: nothing to score yet
   const size_t W = config().window;
@@ -260,12 +268,13 @@ std::vector<std::vector<size_t>> PagedKvCache::model_kept_tokens(size_t model_kv
 }
 
 void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k,
-                                 const float* v, size_t kv_stride, size_t n, float* out) {
+                                 const float* v, size_t kv_stride, size_t n, float* out,
+                                 int32_t* slots) {
   const size_t Dh = model_.head_dim, Hkv = model_.n_kv_heads, W = config().window;
   pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride, kv_stride,
                                    model_.q_width(), 1.0f / std::sqrt(static_cast<float>(Dh)));
   if (report_.kept.empty()) init_prompt(n);
-  auto keep_all = [&] { append_layer(layer, k, v, kv_stride, n); };
+  auto keep_all = [&] { place_rows(layer, n, nullptr, slots); };
 
   if (awaiting_lookahead()) {
     // Scored in finish_lookahead(), once the look-ahead queries are known.
@@ -281,12 +290,12 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   if (!compressor_.evicts(n) || compressor_.records()) return keep_all();
   if (config().scope == Scope::kGlobal) {
     keep_all();
-    if (layer + 1 == model_.n_layers) compact_global();
+    compact_pending_ = layer + 1 == model_.n_layers;
     return;
   }
   const auto positions = compressor_.take_layer(layer, n, report_);
   const auto t0 = std::chrono::steady_clock::now();
-  append_layer(layer, k, v, kv_stride, n, &positions);
+  place_rows(layer, n, &positions, slots);
   for (size_t g = 0; g < Hkv; ++g) report_.kept[layer][g] = positions[g].size();
   report_.compact_s += seconds_since(t0);
 }

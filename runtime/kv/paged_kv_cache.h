@@ -36,6 +36,7 @@
 // and with the row strides given; outputs [n][Hq][Dh]. Positions are prompt token indices.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -78,17 +79,22 @@ class PagedKvCache : public model::KvCache {
   void compress_after_lookahead();
 
   size_t next_position() const override { return position_; }
+  // True while the next rows are prompt rows (before the whole prompt is in).
+  bool in_prompt() const { return position_ < std::max<size_t>(prompt_n_, 1); }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                          const float* v, size_t kv_stride, size_t n, float* out) override;
   void commit(size_t n) override { position_ += n; }
 
-  // The two halves of append_and_attend, for a ragged batch that runs one attention_paged call
-  // over many caches: stage() appends the rows and, unless it attended on its own (a first
-  // prompt chunk, on the raw K/V), fills `seq` (valid until this cache's next stage()) and
-  // returns true; after the batched attention, finish_layer() scores and compacts when the
-  // rows ended the prompt.
+  // The parts of append_and_attend, for a ragged batch that runs one kv_append and one
+  // attention_paged call per layer over many caches: stage() places the rows (allocating their
+  // blocks and writing their slots into `slots`, host memory [n][Hkv] filled with -1 by the
+  // caller; the rows a prefill evicts stay -1) and, unless it attended on its own (a whole prompt
+  // or a first prompt chunk, on the raw K/V), fills `seq` (valid until this cache's next stage())
+  // and returns true. The caller then stores the rows (kv_append over the slots), runs the
+  // attention, and calls finish_layer(), which scores and compacts when the rows ended the
+  // prompt.
   bool stage(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
-             size_t kv_stride, size_t n, float* out, size_t out_stride,
+             size_t kv_stride, size_t n, float* out, size_t out_stride, int32_t* slots,
              kernels::PagedSequence& seq);
   void finish_layer(size_t layer, const float* q, size_t q_stride, size_t n);
 
@@ -136,11 +142,11 @@ class PagedKvCache : public model::KvCache {
   // A whole prompt in one forward: causal attention over the raw q/k/v, then only the rows
   // the policy keeps go to the blocks (scope layer), or every row (the rest).
   void prefill_layer(size_t layer, const float* q, size_t q_stride, const float* k, const float* v,
-                     size_t kv_stride, size_t n, float* out);
-  // Appends rows of `layer` (k, v: [n][Hkv][Dh] with row stride `stride`, backend memory) in one
-  // kv_append: every row of every head, or with `kept` only rows kept[g] of head g.
-  void append_layer(size_t layer, const float* k, const float* v, size_t stride, size_t n,
-                    const std::vector<std::vector<uint32_t>>* kept = nullptr);
+                     size_t kv_stride, size_t n, float* out, int32_t* slots);
+  // Places n new rows of `layer` at the end of each head (every row, or with `kept` only rows
+  // kept[g] of head g), allocating blocks: their slots go to slots[row * Hkv + g].
+  void place_rows(size_t layer, size_t n, const std::vector<std::vector<uint32_t>>* kept,
+                  int32_t* slots);
   // Slot of row `row` of a head (its block must exist).
   int32_t slot(const HeadTable& head, size_t row) const;
   // Uploads the layer's new block ids and its lengths to the backend's table.
@@ -172,6 +178,7 @@ class PagedKvCache : public model::KvCache {
   size_t position_ = 0;
   size_t prompt_n_ = 0;         // begin_prompt's; 0: the first forward is the whole prompt
   bool defer_scoring_ = false;  // scoring waits for look-ahead (compress_after_lookahead)
+  bool compact_pending_ = false;  // scope global: compact once the last layer's rows are stored
   // The backend's block table: ids [layer][head][table_capacity_], lengths [layer][head], and
   // the row pointers [layer][head] that PagedSequence::block_ids points into.
   size_t table_capacity_ = 0;

@@ -96,8 +96,8 @@ class LogitsOracle : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     goldens_ = new Goldens(load_goldens());
-    model_ =
-        new adakv::model::LlamaModel(adakv::model::LlamaModel::load(adakv::test::model_path()));
+    model_ = new adakv::model::LlamaModel(
+        adakv::model::LlamaModel::load(adakv::test::model_path(), adakv::kernels::cpu_backend()));
   }
   static void TearDownTestSuite() {
     delete goldens_;
@@ -127,7 +127,7 @@ TEST_F(LogitsOracle, EveryPositionMatchesTransformers) {
   const size_t V = model_->config().vocab_size;
   for (const auto& pr : goldens_->prompts) {
     longest = std::max(longest, pr.ids.size());
-    adakv::runtime::ContiguousKvCache cache(model_->config(), pr.ids.size());
+    adakv::runtime::ContiguousKvCache cache(model_->config(), pr.ids.size(), model_->backend());
     const std::vector<float> logits =
         model_->logits_to_host(model_->forward(pr.ids.data(), pr.ids.size(), cache, pr.ids.size()));
     float worst = 0;
@@ -157,7 +157,8 @@ TEST_F(LogitsOracle, Greedy64TokensIdentical) {
   for (const auto path : kDecodePaths) {
     SCOPED_TRACE(path_name(path));
     const adakv::test::DecodeDotsScope dots(path);
-    const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
+    const auto model =
+        adakv::model::LlamaModel::load(adakv::test::model_path(), adakv::kernels::cpu_backend());
     expect_greedy_goldens(model);
   }
 }
@@ -171,12 +172,13 @@ TEST_F(LogitsOracle, DecodeRowsMatchTransformers) {
   for (const auto path : kDecodePaths) {
     SCOPED_TRACE(path_name(path));
     const adakv::test::DecodeDotsScope dots(path);
-    const auto model = adakv::model::LlamaModel::load(adakv::test::model_path());
+    const auto model =
+        adakv::model::LlamaModel::load(adakv::test::model_path(), adakv::kernels::cpu_backend());
     float worst = 0;
     size_t rows = 0;
     for (const auto& pr : goldens_->prompts) {
       const size_t n = pr.ids.size(), first = n > 200 ? n - 100 : 0;
-      adakv::runtime::ContiguousKvCache cache(model.config(), n);
+      adakv::runtime::ContiguousKvCache cache(model.config(), n, model.backend());
       std::vector<float> logits;
       if (first > 0) model.forward(pr.ids.data(), first, cache);
       for (size_t t = first; t < n; ++t, ++rows) {
@@ -194,7 +196,8 @@ TEST_F(LogitsOracle, DecodeRowsMatchTransformers) {
 
 void LogitsOracle::expect_greedy_goldens(const adakv::model::LlamaModel& model) {
   for (const auto& pr : goldens_->prompts) {
-    adakv::runtime::ContiguousKvCache cache(model.config(), pr.ids.size() + pr.greedy.size());
+    adakv::runtime::ContiguousKvCache cache(model.config(), pr.ids.size() + pr.greedy.size(),
+                                            model.backend());
     std::vector<float> logits =
         model.logits_to_host(model.forward(pr.ids.data(), pr.ids.size(), cache));
     std::vector<int32_t> got;
@@ -224,8 +227,10 @@ TEST_F(LogitsOracle, BatchedDecodeMatchesOneSequenceAtATime) {
   std::vector<float> batch_logits(B * V);
   for (size_t b = 0; b < B; ++b) {
     const auto& ids = prompts[b]->ids;
-    batched.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps));
-    alone.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps));
+    batched.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps,
+                                                          model_->backend()));
+    alone.push_back(std::make_unique<ContiguousKvCache>(model_->config(), ids.size() + steps,
+                                                        model_->backend()));
     const auto lg = model_->logits_to_host(model_->forward(ids.data(), ids.size(), *batched[b]));
     std::copy(lg.begin(), lg.end(), batch_logits.begin() + b * V);
     alone_logits[b] = model_->logits_to_host(model_->forward(ids.data(), ids.size(), *alone[b]));

@@ -60,7 +60,7 @@ TEST_F(PplModel, FullCacheScoresEqualOnePlainForwardAndFullBudgetChangesNothing)
   std::vector<int32_t> all = req.prompt;
   all.insert(all.end(), continuation.begin(), continuation.end());
   const auto& model = engine_->model();
-  adakv::runtime::ContiguousKvCache cache(model.config(), all.size());
+  adakv::runtime::ContiguousKvCache cache(model.config(), all.size(), model.backend());
   const std::vector<float> logits =
       model.logits_to_host(model.forward(all.data(), all.size(), cache, continuation.size()));
   const size_t vocab = model.config().vocab_size;

@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
     in.seekg(0);
     in.read(reinterpret_cast<char*>(ids.data()), ids.size() * sizeof(int32_t));
 
-    const auto model = adakv::model::LlamaModel::load(argv[1]);
-    adakv::runtime::ContiguousKvCache cache(model.config(), ids.size());
+    const auto model = adakv::model::LlamaModel::load(argv[1], adakv::kernels::cpu_backend());
+    adakv::runtime::ContiguousKvCache cache(model.config(), ids.size(), model.backend());
     const std::vector<float> logits =
         model.logits_to_host(model.forward(ids.data(), ids.size(), cache, ids.size()));
 

@@ -2,6 +2,7 @@
 // tokens in order, frees memory into the pool, and budget 100% changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -252,3 +253,42 @@ TEST(BlockPool, DoubleFreeAndBadIdsAreRejected) {
 }
 
 }  // namespace
+
+// On the guarded backend the pool's blocks are device memory in all but name: the cache fills
+// them through the backend's ops (uploaded activations, kv_append, compaction), and a host read
+// of a block outside an op faults, as it would on a GPU, while a download of it works.
+TEST(PagedKvCacheDeathTest, AHostReadOfAKvBlockFaultsOnTheGuardedBackend) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto backend = adakv::kernels::make_guarded_backend();
+  const auto c = tiny_config();
+  BlockPool pool({16, c.head_dim, adakv::kernels::KvDtype::kBF16}, 200, *backend);
+  CompressionConfig ada;
+  ada.policy = Policy::kAdaKV;
+  ada.budget_ratio = 0.3;
+  PagedKvCache cache(pool, c, ada);
+  const auto a = random_activations(c, 100, 3);
+  auto upload = [&](const std::vector<float>& host) {
+    auto buffer = backend->allocate(host.size() * sizeof(float));
+    backend->upload(buffer.data(), host.data(), host.size() * sizeof(float));
+    return buffer;
+  };
+  const auto q = upload(a.q), k = upload(a.k), v = upload(a.v);
+  auto out = backend->allocate(a.n * c.q_width() * sizeof(float));
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    cache.append_and_attend(l, q.as<float>(), a.q_stride, k.as<float>(), v.as<float>(),
+                            a.kv_stride, a.n, out.as<float>());
+  }
+  cache.commit(a.n);
+  ASSERT_GT(cache.held_blocks(), 0u);
+  EXPECT_LT(cache.held_blocks(), c.n_layers * c.n_kv_heads * ((a.n + 15) / 16));
+  // The first block allocated is block 0: downloading it works, reading it from the host faults.
+  std::vector<uint8_t> block(pool.block_bytes());
+  backend->download(block.data(), pool.block(0), block.size());
+  EXPECT_NE(std::count(block.begin(), block.end(), uint8_t{0}), std::ptrdiff_t(block.size()));
+  EXPECT_DEATH(
+      {
+        const volatile uint8_t byte = pool.block(0)[0];
+        (void)byte;
+      },
+      "");
+}
