@@ -13,6 +13,7 @@ Usage: guarded_backend.py --adakv PATH [--only NAME]
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,7 @@ def run(cmd, backend):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
         raise RuntimeError(f"{backend}: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-3000:]}")
-    return p.stdout, time.time() - t0
+    return p.stdout, p.stderr, time.time() - t0
 
 
 def parse_json_lines(text):
@@ -72,17 +73,18 @@ def main():
                   gen + ["--policy", "adakv", "--lookahead", "8", "--kv-dtype", "e4m3"], "json"))
     cases.append(("generate.compare", gen + ["--policy", "adakv", "--compare", "full,snapkv"], "json"))
 
-    # Eight 400-800-token prompts in a pool too small for all of them: preemptions and recompute.
+    # Eight 360-720-token prompts in a pool that holds about three: admission waits, decode growth
+    # preempts (the run's summary says how often), preempted requests recompute.
     reqs = []
     for i in range(8):
         text = " ".join(words[60 * i: 60 * i + 300 + 40 * i])
-        reqs.append(json.dumps({"prompt": text, "max_tokens": 16, "temperature": 0,
+        reqs.append(json.dumps({"prompt": text, "max_tokens": 48, "temperature": 0,
                                 "ignore_eos": True}))
     batch_file = os.path.join(tmp, "requests.jsonl")
     with open(batch_file, "w") as f:
         f.write("\n".join(reqs) + "\n")
     cases.append(("batch.preemption",
-                  [adakv, "batch", batch_file, "--policy", "full", "--kv-pool-mb", "12",
+                  [adakv, "batch", batch_file, "--policy", "full", "--kv-pool-mb", "30",
                    "--prefill-chunk", "256", "--max-num-batched-tokens", "512"], "jsonl"))
 
     passkey_out = {b: os.path.join(tmp, f"passkey-{b}") for b in ("cpu", "guarded")}
@@ -104,11 +106,17 @@ def main():
             full = list(cmd)
             if isinstance(kind, tuple) and kind[0] == "dir":
                 full += ["--out", kind[1][backend]]
-            out, times[backend] = run(full, backend)
+            out, err, times[backend] = run(full, backend)
             if kind == "json":
                 results[backend] = strip_timing(json.loads(out))
             elif kind == "jsonl":
                 results[backend] = parse_json_lines(out)
+                errors = [r for r in results[backend] if "error" in r]
+                if errors:
+                    raise RuntimeError(f"{name} on {backend}: {errors[0]}")
+                preempted = re.search(r"(\d+) preemptions", err)
+                if not preempted or int(preempted.group(1)) == 0:
+                    raise RuntimeError(f"{name} on {backend}: no preemption happened:\n{err[-500:]}")
             else:
                 with open(os.path.join(kind[1][backend], "passkey_results.json")) as f:
                     results[backend] = strip_timing(json.load(f))
