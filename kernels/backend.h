@@ -86,6 +86,15 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
 
+  // ---- Policy: how this backend wants the model kept and computed (the same on every rank) ----
+  // The layout weights of format f are kept in (decided at load).
+  virtual WeightLayout weight_layout(WeightFormat f) const = 0;
+  // The path of decode rows (kInt16Dots or kFloatDots; prompt rows take kFloatGemm).
+  virtual MatmulPath decode_path() const = 0;
+  // Bytes the activation buffers of one row slice of a layer (norm output, gate/up, SwiGLU
+  // output) may take: the forward cuts longer prompts into slices of that size.
+  virtual size_t slice_bytes() const { return size_t(16) << 20; }
+
   // ---- Memory ----
   // `bytes` of device memory, uninitialised (on the CPU, fresh pages cost nothing until
   // written: a KV arena sized for the worst case is paid for as it fills).

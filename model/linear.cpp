@@ -28,14 +28,15 @@ const gguf::TensorInfo& find_matrix(const gguf::GgufFile& f, const std::string& 
 
 }  // namespace
 
-Linear Linear::replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out) {
-  Linear l = column_parallel(f, name, in, out, 0, out);
+Linear Linear::replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out,
+                          const k::Backend& backend) {
+  Linear l = column_parallel(f, name, in, out, 0, out, backend);
   l.parallelism_ = Parallelism::kReplicated;
   return l;
 }
 
 Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
-                               size_t out, size_t begin, size_t count) {
+                               size_t out, size_t begin, size_t count, const k::Backend& backend) {
   const gguf::TensorInfo& t = find_matrix(f, name, in, out);
   if (begin + count > out) {
     throw std::runtime_error(fmt::format("{}: rows [{}, {}) of tensor '{}' are outside its {} rows",
@@ -48,7 +49,7 @@ Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name,
   l.out_ = count;
   l.row_bytes_ = k::row_bytes(l.format_, in);
   l.data_ = f.tensor_data(t) + begin * l.row_bytes_;
-  if (k::preferred_weight_layout(l.format_) == k::WeightLayout::kInterleaved) {
+  if (backend.weight_layout(l.format_) == k::WeightLayout::kInterleaved) {
     l.own_interleaved(l.data_);
     f.release_pages(f.tensor_data(t) + begin * l.row_bytes_, count * l.row_bytes_);
   }
@@ -56,10 +57,10 @@ Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name,
 }
 
 Linear Linear::row_parallel(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out,
-                            size_t begin, size_t count) {
+                            size_t begin, size_t count, const k::Backend& backend) {
   const gguf::TensorInfo& t = find_matrix(f, name, in, out);
   if (begin == 0 && count == in) {
-    Linear l = column_parallel(f, name, in, out, 0, out);
+    Linear l = column_parallel(f, name, in, out, 0, out, backend);
     l.parallelism_ = Parallelism::kRow;
     return l;
   }
@@ -90,7 +91,7 @@ Linear Linear::row_parallel(const gguf::GgufFile& f, const std::string& name, si
     std::memcpy(rows.data() + r * l.row_bytes_, src + r * full_row + skip, l.row_bytes_);
   }
   f.release_pages(src, out * full_row);
-  if (k::preferred_weight_layout(format) == k::WeightLayout::kInterleaved) {
+  if (backend.weight_layout(format) == k::WeightLayout::kInterleaved) {
     l.own_interleaved(rows.data());
   } else {
     l.owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(rows));

@@ -6,8 +6,8 @@
 //   RowParallel: a range of columns (input features) of every row, cut at block boundaries and
 //   copied into memory the layer owns (the mapped pages it read are released again).
 // A cut inside a quantization block cannot be represented: it is an error at load that names
-// the tensor, its format and the offending offset. Where the CPU kernels multiply a format
-// faster interleaved (kernels::preferred_weight_layout), the shard is copied into that layout
+// the tensor, its format and the offending offset. Where the backend multiplies a format
+// faster interleaved (kernels::Backend::weight_layout), the shard is copied into that layout
 // at load and the mapped pages are released; copies of a Linear share that memory. Linears that
 // read the same input (q, k and v; gate and up) can be fused into one whose rows are theirs in
 // order, so that one product reads the input once. The backend's copy is made by upload() once
@@ -36,16 +36,21 @@ class Linear {
  public:
   Linear() = default;
 
+  // Each is kept in the layout `backend` asks for its format (Backend::weight_layout), where
+  // it will be uploaded.
   // The whole tensor `name` of ne = [in, out]. Throws std::runtime_error naming the tensor when
   // it is missing, has another shape, or a format kernels::matmul_quant does not handle.
-  static Linear replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out);
+  static Linear replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out,
+                           const kernels::Backend& backend);
   // Output rows [begin, begin + count) of that tensor.
   static Linear column_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
-                                size_t out, size_t begin, size_t count);
+                                size_t out, size_t begin, size_t count,
+                                const kernels::Backend& backend);
   // Input columns [begin, begin + count) of every row; begin and count must be multiples of the
   // format's block (else std::runtime_error naming tensor, format, block and offset).
   static Linear row_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
-                             size_t out, size_t begin, size_t count);
+                             size_t out, size_t begin, size_t count,
+                             const kernels::Backend& backend);
 
   // One Linear whose rows are those of `parts`, in order, where the parts share format,
   // in_features and the interleaved layout and each holds whole row groups (the product of each

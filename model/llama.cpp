@@ -36,7 +36,7 @@ LlamaModel LlamaModel::load(const std::string& path, kernels::Backend& backend) 
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
   auto config = ModelConfig::from_gguf(*file);
   auto shard = ShardLayout::single(config);
-  auto weights = Weights::load(file, config, shard);
+  auto weights = Weights::load(file, config, shard, backend);
   return LlamaModel(std::move(config), std::move(weights), shard, nullptr, backend);
 }
 
@@ -99,11 +99,12 @@ struct RowRun {
 };
 
 // The runs of sequences [s_begin, s_end) of `batch`, whose rows start at packed row row_begin.
-std::vector<RowRun> row_runs(const KvBatch& batch, size_t s_begin, size_t s_end, size_t row_begin) {
+std::vector<RowRun> row_runs(const KvBatch& batch, size_t s_begin, size_t s_end, size_t row_begin,
+                             k::MatmulPath decode_path) {
   std::vector<RowRun> runs;
   for (size_t s = s_begin, row = row_begin; s < s_end; ++s) {
     const size_t count = batch.tokens(s);
-    const auto path = batch.is_prompt(s) ? k::MatmulPath::kFloatGemm : k::decode_dots_path();
+    const auto path = batch.is_prompt(s) ? k::MatmulPath::kFloatGemm : decode_path;
     if (runs.empty() || runs.back().path != path) runs.push_back({row, 0, path, {}});
     runs.back().count += count;
     if (path == k::MatmulPath::kFloatGemm) {
@@ -177,13 +178,12 @@ std::vector<RowSlice> row_slices(const std::vector<RowRun>& runs, size_t max_row
 }
 
 // Rows of a slice: its buffers (h [rows][D], gate_up [rows][2F], act [rows][F], F the ffn
-// columns of one rank) within about 16 MiB. The same on every rank, whose collectives go slice
-// by slice.
-size_t slice_rows(size_t d_model, size_t ffn_dim, size_t tp_size) {
-  constexpr size_t kBytes = size_t(16) << 20;
+// columns of one rank) within `bytes` (Backend::slice_bytes). The same on every rank, whose
+// collectives go slice by slice.
+size_t slice_rows(size_t d_model, size_t ffn_dim, size_t tp_size, size_t bytes) {
   const size_t local_ffn = (ffn_dim + tp_size - 1) / tp_size;
   const size_t row_bytes = (d_model + 3 * local_ffn) * sizeof(float);
-  return std::max<size_t>(64, kBytes / row_bytes / 64 * 64);
+  return std::max<size_t>(64, bytes / row_bytes / 64 * 64);
 }
 
 }  // namespace
@@ -230,7 +230,8 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
     throw std::invalid_argument("forward: a sequence runs a part of the layers without a residual");
   }
   const size_t head_rows = n - tail;
-  const size_t max_rows = slice_rows(config_.d_model, config_.ffn_dim, shard_.tp_size);
+  const size_t max_rows =
+      slice_rows(config_.d_model, config_.ffn_dim, shard_.tp_size, backend_->slice_bytes());
   // Activations, token-major: the residual stream x [n][D], whose head rows live in the
   // workspace and whose tail rows are the tail sequence's own residual, updated in place (a long
   // prompt's stream is held once); qkv [n][QW | KW | KW] and attn [n][QW] for attention; per
@@ -250,10 +251,12 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
   // Slices never straddle the head and the tail, so each slice's rows are contiguous; the head's
   // slices come first, and a layer that leaves the tail out runs only those.
   const size_t head_seqs = tail > 0 ? S - 1 : S;
-  std::vector<RowSlice> slices = row_slices(row_runs(batch, 0, head_seqs, 0), max_rows);
+  std::vector<RowSlice> slices =
+      row_slices(row_runs(batch, 0, head_seqs, 0, be.decode_path()), max_rows);
   const size_t n_head_slices = slices.size();
   if (tail > 0) {
-    for (RowSlice& sl : row_slices(row_runs(batch, S - 1, S, head_rows), max_rows)) {
+    for (RowSlice& sl :
+         row_slices(row_runs(batch, S - 1, S, head_rows, be.decode_path()), max_rows)) {
       slices.push_back(std::move(sl));
     }
   }
@@ -364,7 +367,7 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
   // The float32 GEMM when one sequence asks for the logits of several rows (scoring a text),
   // else the decode row dots: a sequence's logits do not depend on its batch.
   const k::MatmulPath lm_path =
-      batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : k::decode_dots_path();
+      batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : be.decode_path();
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
   float* logits = ws.floats(kLogits, n_logits * V);
   const Logits result{logits, n_logits, V};

@@ -70,36 +70,38 @@ size_t Weights::bytes() const {
 }
 
 Weights Weights::load(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& c,
-                      const ShardLayout& s) {
+                      const ShardLayout& s, const kernels::Backend& backend) {
   const gguf::GgufFile& f = *file;
   const size_t Dh = c.head_dim, D = c.d_model;
   Weights w;
   w.file = std::move(file);
-  w.token_embd =
-      Linear::column_parallel(f, "token_embd.weight", D, c.vocab_size, s.vocab_begin, s.vocab_rows);
+  w.token_embd = Linear::column_parallel(f, "token_embd.weight", D, c.vocab_size, s.vocab_begin,
+                                         s.vocab_rows, backend);
   w.output_norm = load_vector(f, "output_norm.weight", D);
   // Tied: the same rows, and the same memory where the shard was copied.
   w.lm_head = c.tied_embeddings ? w.token_embd
                                 : Linear::column_parallel(f, "output.weight", D, c.vocab_size,
-                                                          s.vocab_begin, s.vocab_rows);
+                                                          s.vocab_begin, s.vocab_rows, backend);
   w.layers.resize(c.n_layers);
   for (size_t i = 0; i < c.n_layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     auto& l = w.layers[i];
     l.attn_norm = load_vector(f, p + "attn_norm.weight", D);
     l.wq = Linear::column_parallel(f, p + "attn_q.weight", D, c.q_width(), s.q_head_begin * Dh,
-                                   s.n_q_heads * Dh);
+                                   s.n_q_heads * Dh, backend);
     l.wk = Linear::column_parallel(f, p + "attn_k.weight", D, c.kv_width(), s.kv_head_begin * Dh,
-                                   s.n_kv_heads * Dh);
+                                   s.n_kv_heads * Dh, backend);
     l.wv = Linear::column_parallel(f, p + "attn_v.weight", D, c.kv_width(), s.kv_head_begin * Dh,
-                                   s.n_kv_heads * Dh);
+                                   s.n_kv_heads * Dh, backend);
     l.wo = Linear::row_parallel(f, p + "attn_output.weight", c.q_width(), D, s.q_head_begin * Dh,
-                                s.n_q_heads * Dh);
+                                s.n_q_heads * Dh, backend);
     l.ffn_norm = load_vector(f, p + "ffn_norm.weight", D);
-    l.w_gate =
-        Linear::column_parallel(f, p + "ffn_gate.weight", D, c.ffn_dim, s.ffn_begin, s.ffn_dim);
-    l.w_up = Linear::column_parallel(f, p + "ffn_up.weight", D, c.ffn_dim, s.ffn_begin, s.ffn_dim);
-    l.w_down = Linear::row_parallel(f, p + "ffn_down.weight", c.ffn_dim, D, s.ffn_begin, s.ffn_dim);
+    l.w_gate = Linear::column_parallel(f, p + "ffn_gate.weight", D, c.ffn_dim, s.ffn_begin,
+                                       s.ffn_dim, backend);
+    l.w_up = Linear::column_parallel(f, p + "ffn_up.weight", D, c.ffn_dim, s.ffn_begin, s.ffn_dim,
+                                     backend);
+    l.w_down = Linear::row_parallel(f, p + "ffn_down.weight", c.ffn_dim, D, s.ffn_begin, s.ffn_dim,
+                                    backend);
     l.wqkv = Linear::fuse({&l.wq, &l.wk, &l.wv});
     l.w_gate_up = Linear::fuse({&l.w_gate, &l.w_up});
   }

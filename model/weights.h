@@ -63,8 +63,9 @@ struct Weights {
 
   // Checks every tensor's presence, shape and type, and that the shard's cuts fall on block
   // boundaries. Throws std::runtime_error naming the tensor on any mismatch.
+  // The matrices are kept in the layouts `backend` asks for (Backend::weight_layout).
   static Weights load(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
-                      const ShardLayout& shard);
+                      const ShardLayout& shard, const kernels::Backend& backend);
   // Moves every matrix and norm into `backend`'s memory, each distinct memory once (fused parts
   // and the tied LM head share their owner's copy). Where the backend copied, the host copies
   // the layers own are released.

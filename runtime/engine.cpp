@@ -36,7 +36,7 @@ model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::D
   auto config = model::ModelConfig::from_gguf(*file);
   const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
   const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
-  auto weights = model::Weights::load(file, config, shard);
+  auto weights = model::Weights::load(file, config, shard, backend);
   return model::LlamaModel(std::move(config), std::move(weights), shard, tp, backend);
 }
 

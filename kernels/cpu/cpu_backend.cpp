@@ -18,6 +18,8 @@ constexpr size_t kAlignment = 64;
 class CpuBackend final : public Backend {
  public:
   BackendKind kind() const override { return BackendKind::kCpu; }
+  WeightLayout weight_layout(WeightFormat f) const override { return preferred_weight_layout(f); }
+  MatmulPath decode_path() const override { return decode_dots_path(); }
 
   Buffer allocate(size_t bytes) override {
     if (bytes == 0) return Buffer(this, nullptr, 0);

@@ -72,6 +72,8 @@ class GuardedBackend final : public Backend {
   explicit GuardedBackend(size_t capacity) : region_(capacity), arena_(capacity) {}
 
   BackendKind kind() const override { return BackendKind::kGuarded; }
+  WeightLayout weight_layout(WeightFormat f) const override { return preferred_weight_layout(f); }
+  MatmulPath decode_path() const override { return decode_dots_path(); }
 
   Buffer allocate(size_t bytes) override {
     if (bytes == 0) return Buffer();

@@ -53,8 +53,8 @@ std::vector<float> forward(const Linear& l, const std::vector<float>& x, size_t 
 
 TEST(Linear, ColumnShardIsTheWholeMatrixsRows) {
   const auto f = file_with_matrix();
-  const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut);
-  const Linear shard = Linear::column_parallel(f, "m.weight", kIn, kOut, 1, 3);
+  const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut, k::cpu_backend());
+  const Linear shard = Linear::column_parallel(f, "m.weight", kIn, kOut, 1, 3, k::cpu_backend());
   EXPECT_EQ(whole.format(), k::WeightFormat::kQ8_0);
   EXPECT_EQ(shard.out_features(), 3u);
   EXPECT_EQ(shard.bytes(), 3 * k::row_bytes(k::WeightFormat::kQ8_0, kIn));
@@ -65,8 +65,8 @@ TEST(Linear, ColumnShardIsTheWholeMatrixsRows) {
 
 TEST(Linear, RowShardIsTheWholeMatrixOnItsColumns) {
   const auto f = file_with_matrix();
-  const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut);
-  const Linear shard = Linear::row_parallel(f, "m.weight", kIn, kOut, 32, 64);
+  const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut, k::cpu_backend());
+  const Linear shard = Linear::row_parallel(f, "m.weight", kIn, kOut, 32, 64, k::cpu_backend());
   EXPECT_EQ(shard.in_features(), 64u);
   EXPECT_EQ(shard.out_features(), kOut);
   auto x = adakv::test::random_vector(kIn, 4);
@@ -79,7 +79,7 @@ TEST(Linear, RowShardIsTheWholeMatrixOnItsColumns) {
 TEST(Linear, ACutInsideABlockIsAClearError) {
   const auto f = file_with_matrix();
   try {
-    Linear::row_parallel(f, "m.weight", kIn, kOut, 16, 48);
+    Linear::row_parallel(f, "m.weight", kIn, kOut, 16, 48, k::cpu_backend());
     FAIL() << "a cut at column 16 of 32-element blocks was accepted";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
@@ -87,9 +87,12 @@ TEST(Linear, ACutInsideABlockIsAClearError) {
     EXPECT_NE(what.find("Q8_0"), std::string::npos) << what;
     EXPECT_NE(what.find("blocks of 32"), std::string::npos) << what;
   }
-  EXPECT_THROW(Linear::column_parallel(f, "m.weight", kIn, kOut, 4, 2), std::runtime_error);
-  EXPECT_THROW(Linear::replicated(f, "missing.weight", kIn, kOut), std::runtime_error);
-  EXPECT_THROW(Linear::replicated(f, "m.weight", kIn, kOut + 1), std::runtime_error);
+  EXPECT_THROW(Linear::column_parallel(f, "m.weight", kIn, kOut, 4, 2, k::cpu_backend()),
+               std::runtime_error);
+  EXPECT_THROW(Linear::replicated(f, "missing.weight", kIn, kOut, k::cpu_backend()),
+               std::runtime_error);
+  EXPECT_THROW(Linear::replicated(f, "m.weight", kIn, kOut + 1, k::cpu_backend()),
+               std::runtime_error);
 }
 
 // Two matrices of one input, 32 and 16 rows (whole interleaved row groups), and one of another.
@@ -106,8 +109,8 @@ adakv::gguf::GgufFile file_with_parts() {
 // same bits as its part's; elsewhere nothing fused and the parts untouched.
 TEST(Linear, FusedPartsComputeTheirRowsBitForBit) {
   const auto f = file_with_parts();
-  const Linear a0 = Linear::replicated(f, "a.weight", kIn, 32);
-  const Linear b0 = Linear::replicated(f, "b.weight", kIn, 16);
+  const Linear a0 = Linear::replicated(f, "a.weight", kIn, 32, k::cpu_backend());
+  const Linear b0 = Linear::replicated(f, "b.weight", kIn, 16, k::cpu_backend());
   Linear a = a0, b = b0;
   const Linear ab = Linear::fuse({&a, &b});
   constexpr size_t M = 3;
@@ -136,15 +139,15 @@ TEST(Linear, FusedPartsComputeTheirRowsBitForBit) {
 
 TEST(Linear, ForwardBeforeUploadIsAnError) {
   const auto f = file_with_matrix();
-  const Linear l = Linear::replicated(f, "m.weight", kIn, kOut);
+  const Linear l = Linear::replicated(f, "m.weight", kIn, kOut, k::cpu_backend());
   std::vector<float> x(kIn), y(kOut);
   EXPECT_THROW(l.forward(k::cpu_backend(), y.data(), x.data(), 1), std::logic_error);
 }
 
 TEST(Linear, PartsOfDifferentInputsAreNotFused) {
   const auto f = file_with_parts();
-  Linear a = Linear::replicated(f, "a.weight", kIn, 32);
-  Linear c = Linear::replicated(f, "c.weight", 2 * kIn, 16);
+  Linear a = Linear::replicated(f, "a.weight", kIn, 32, k::cpu_backend());
+  Linear c = Linear::replicated(f, "c.weight", 2 * kIn, 16, k::cpu_backend());
   const uint8_t* before = a.data();
   EXPECT_TRUE(Linear::fuse({&a, &c}).empty());
   EXPECT_EQ(a.data(), before);
