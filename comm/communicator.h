@@ -35,7 +35,11 @@ class Communicator {
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "single", "mpi", "nccl"
 
-  // data[0..n) <- op over every rank's data[0..n), in place.
+  // data[0..n) <- op over every rank's data[0..n), in place. Over MPI the float sum of every
+  // element is ((p0 + p1) + p2) + ... in rank order, bit-identical on every rank and whatever
+  // n or the element's position: a row's sum does not depend on the rows reduced with it, so
+  // tensor-parallel results do not depend on the batch. NCCL (ncclAllReduce) promises no such
+  // order. The max is exact in any order.
   void all_reduce(float* data, size_t n, ReduceOp op = ReduceOp::kSum);
   // out[r * n .. (r + 1) * n) <- rank r's in[0..n); out holds size() * n floats.
   void all_gather(const float* in, size_t n, float* out);

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/mpi/mpi_error.h"
 
@@ -16,7 +18,14 @@ namespace {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, size_t max_count)
-      : comm_(comm), max_count_(max_count), rank_(rank), size_(size) {}
+      : comm_(comm),
+        max_count_(max_count),
+        rank_(rank),
+        size_(size),
+        counts_(size),
+        displs_(size),
+        seg_counts_(size),
+        seg_displs_(size) {}
 
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -29,11 +38,25 @@ class MpiCommunicator final : public Communicator {
   const char* backend() const override { return "mpi"; }
 
  protected:
+  // The float sum is not MPI_Allreduce: OpenMPI picks its algorithm (and so the order in which
+  // it adds the ranks' partials) by message size, so a row's sum would change in the last bits
+  // with the number of rows reduced with it, and tensor-parallel results would depend on the
+  // batch. Every element is instead summed as ((p0 + p1) + p2) + ... in rank order, the same
+  // on every rank, whatever n, the element's position or the piece it travels in (see
+  // ordered_sum). The max is exact in any order: MPI_MAX.
   void do_all_reduce(float* data, size_t n, ReduceOp op) override {
-    MPI_Op mpi_op = op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
+    if (op == ReduceOp::kSum) {
+      if (size_ == 1) return;
+      // A piece's gathered partials (size_ per element) must fit one MPI call.
+      const size_t piece = std::max<size_t>(1, max_count_ / static_cast<size_t>(size_));
+      for (size_t offset = 0; offset < n; offset += piece) {
+        ordered_sum(data + offset, static_cast<int>(std::min(n - offset, piece)));
+      }
+      return;
+    }
     for (size_t offset = 0; offset < n; offset += max_count_) {
       int count = chunk(n - offset);
-      check(MPI_Allreduce(MPI_IN_PLACE, data + offset, count, MPI_FLOAT, mpi_op, comm_),
+      check(MPI_Allreduce(MPI_IN_PLACE, data + offset, count, MPI_FLOAT, MPI_MAX, comm_),
             "MPI_Allreduce");
     }
   }
@@ -118,6 +141,55 @@ class MpiCommunicator final : public Communicator {
 
   void check(int code, const char* call) const { detail::check_mpi(code, call, rank_, size_); }
 
+  // Small messages (decode): one MPI_Allgather of the partials, then every rank adds the
+  // size_ partials of each element in rank order. Larger ones: the piece is cut into size_
+  // fixed segments ([count * r / size_, count * (r + 1) / size_) for rank r), MPI_Alltoallv
+  // brings rank r every rank's copy of its segment, rank r adds them in rank order, and
+  // MPI_Allgatherv (in place) hands every segment to every rank. Both branches add the same
+  // floats in the same order (no fast-math: the compiler keeps each element's order), so the
+  // threshold changes no bit.
+  void ordered_sum(float* data, int count) {
+    const int P = size_;
+    if (static_cast<size_t>(count) * sizeof(float) <= kGatherAllBytes) {
+      const size_t total = static_cast<size_t>(P) * count;
+      if (scratch_.size() < total) scratch_.resize(total);
+      float* all = scratch_.data();
+      check(MPI_Allgather(data, count, MPI_FLOAT, all, count, MPI_FLOAT, comm_), "MPI_Allgather");
+      add_in_rank_order(all, count, data);
+      return;
+    }
+    for (int r = 0; r < P; ++r) {
+      const int64_t begin = static_cast<int64_t>(count) * r / P;
+      const int64_t end = static_cast<int64_t>(count) * (r + 1) / P;
+      seg_counts_[r] = static_cast<int>(end - begin);
+      seg_displs_[r] = static_cast<int>(begin);
+    }
+    const int mine = seg_counts_[rank_];
+    for (int r = 0; r < P; ++r) {
+      counts_[r] = mine;
+      displs_[r] = r * mine;
+    }
+    const size_t total = static_cast<size_t>(P) * mine;
+    if (scratch_.size() < total) scratch_.resize(total);
+    float* all = scratch_.data();
+    check(MPI_Alltoallv(data, seg_counts_.data(), seg_displs_.data(), MPI_FLOAT, all,
+                        counts_.data(), displs_.data(), MPI_FLOAT, comm_),
+          "MPI_Alltoallv");
+    add_in_rank_order(all, mine, data + seg_displs_[rank_]);
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, seg_counts_.data(), seg_displs_.data(),
+                         MPI_FLOAT, comm_),
+          "MPI_Allgatherv");
+  }
+
+  // out[i] <- ((all[i] + all[m + i]) + all[2m + i]) + ..., size_ blocks of m floats.
+  void add_in_rank_order(const float* all, int m, float* out) const {
+    for (int i = 0; i < m; ++i) out[i] = all[i];
+    for (int r = 1; r < size_; ++r) {
+      const float* part = all + static_cast<size_t>(r) * m;
+      for (int i = 0; i < m; ++i) out[i] += part[i];
+    }
+  }
+
   // Gathers floats [offset, offset + count) of every rank's n-float block: the receive type is
   // `count` floats whose extent is a whole block, so rank r's slice lands at out[r * n +
   // offset]. `in` null means in place.
@@ -136,10 +208,17 @@ class MpiCommunicator final : public Communicator {
     check(code, "MPI_Allgather");
   }
 
+  // Up to this many bytes per rank the float sum gathers every partial on every rank.
+  static constexpr size_t kGatherAllBytes = size_t{64} << 10;
+
   MPI_Comm comm_;
   size_t max_count_;
   int rank_ = 0;
   int size_ = 1;
+  // The float sum's scratch, kept across calls: the gathered partials, and the segments'
+  // counts and displacements (received, sent).
+  std::vector<float> scratch_;
+  std::vector<int> counts_, displs_, seg_counts_, seg_displs_;
 };
 
 }  // namespace

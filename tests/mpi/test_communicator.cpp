@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -100,6 +103,101 @@ TEST(MpiCommunicator, SplitsLargeBuffersIntoSeveralCalls) {
     check_all_gather(*comm, n, false);
     check_all_gather(*comm, n, true);
     check_broadcast(*comm, n, comm->size() - 1);
+  }
+}
+
+// The float sum does not depend on the batch: a row's sum is the same bits whether it is
+// reduced alone or with any number of other rows, at any position, however the message is
+// split (max_count), and it is the rank-ordered sum ((p0 + p1) + p2) + ... of the partials.
+constexpr size_t kRowFloats = 576;
+const std::vector<size_t> kBatchRows = {1, 2, 3, 8, 17, 64, 768, 1984};
+constexpr size_t kMaxRows = 1984;
+
+// kMaxRows rows of partials, random and different per rank, of magnitudes 2^-12..2^12 and
+// both signs, so that the order of the additions shows in the last bits.
+const std::vector<float>& batch_partials() {
+  static const std::vector<float> partials = [] {
+    std::mt19937 gen(20240601u + 7919u * static_cast<uint32_t>(test_comm().rank()));
+    std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> exponent(-12, 12);
+    std::vector<float> v(kMaxRows * kRowFloats);
+    for (float& x : v) x = std::ldexp(mantissa(gen), exponent(gen));
+    return v;
+  }();
+  return partials;
+}
+
+// Each row of batch_partials() all_reduced alone (every rank computes it at its first use).
+const std::vector<float>& rows_reduced_alone() {
+  static const std::vector<float> rows = [] {
+    std::vector<float> v = batch_partials();
+    for (size_t row = 0; row < kMaxRows; ++row) {
+      test_comm().all_reduce(v.data() + row * kRowFloats, kRowFloats);
+    }
+    return v;
+  }();
+  return rows;
+}
+
+testing::AssertionResult same_bits(const float* got, const float* want, size_t n) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(got + i, want + i, sizeof(float)) != 0 && bad++ == 0) first = i;
+  }
+  if (bad == 0) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << bad << " of " << n << " floats differ; first at " << first
+                                     << " (row " << first / kRowFloats << "): got " << std::hexfloat
+                                     << got[first] << ", want " << want[first];
+}
+
+// The first `rows` rows of batch_partials() all_reduced together by `comm`.
+std::vector<float> reduce_batch(Communicator& comm, size_t rows) {
+  const std::vector<float>& partials = batch_partials();
+  std::vector<float> batch(partials.begin(), partials.begin() + rows * kRowFloats);
+  comm.all_reduce(batch.data(), batch.size());
+  return batch;
+}
+
+TEST(MpiCommunicator, AllReduceSumOfARowDoesNotDependOnTheBatch) {
+  const std::vector<float>& alone = rows_reduced_alone();
+  for (size_t rows : kBatchRows) {
+    std::vector<float> batch = reduce_batch(test_comm(), rows);
+    EXPECT_TRUE(same_bits(batch.data(), alone.data(), batch.size())) << rows << " rows";
+  }
+}
+
+TEST(MpiCommunicator, AllReduceSumIsTheRankOrderedSumOfThePartials) {
+  Communicator& comm = test_comm();
+  const int size = comm.size();
+  for (size_t rows : kBatchRows) {
+    const size_t n = rows * kRowFloats;
+    std::vector<float> gathered(n * size);
+    comm.all_gather(batch_partials().data(), n, gathered.data());
+    std::vector<float> want(gathered.begin(), gathered.begin() + static_cast<ptrdiff_t>(n));
+    for (int r = 1; r < size; ++r) {
+      for (size_t i = 0; i < n; ++i) want[i] += gathered[r * n + i];
+    }
+    std::vector<float> batch = reduce_batch(comm, rows);
+    EXPECT_TRUE(same_bits(batch.data(), want.data(), n)) << rows << " rows";
+  }
+}
+
+// Split into pieces of max_count / size floats: tiny ones (gathered whole), and pieces over
+// the gather-all threshold (64 KiB) with a ragged tail (segmented).
+TEST(MpiCommunicator, AllReduceSumDoesNotDependOnTheSplitting) {
+  const std::vector<float>& alone = rows_reduced_alone();
+  const size_t size = static_cast<size_t>(test_comm().size());
+  const struct {
+    size_t max_count;
+    std::vector<size_t> rows;
+  } cases[] = {{7, {1, 2}}, {1001, {1, 3, 17, 64}}, {size * 20000 + 3, {64, 768, 1984}}};
+  for (const auto& c : cases) {
+    std::unique_ptr<Communicator> comm = comm::make_mpi_world_communicator(c.max_count);
+    for (size_t rows : c.rows) {
+      std::vector<float> batch = reduce_batch(*comm, rows);
+      EXPECT_TRUE(same_bits(batch.data(), alone.data(), batch.size()))
+          << rows << " rows, max_count " << c.max_count;
+    }
   }
 }
 
