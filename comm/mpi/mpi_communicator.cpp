@@ -47,8 +47,11 @@ class MpiCommunicator final : public Communicator {
   void do_all_reduce(float* data, size_t n, ReduceOp op) override {
     if (op == ReduceOp::kSum) {
       if (size_ == 1) return;
-      // A piece's gathered partials (size_ per element) must fit one MPI call.
-      const size_t piece = std::max<size_t>(1, max_count_ / static_cast<size_t>(size_));
+      // A piece's gathered partials (size_ per element) must fit one MPI call, and pieces of at
+      // most kPieceBytes keep the scratch and MPI's own buffers small (a prompt slice's
+      // all-reduce is several MiB).
+      const size_t piece = std::max<size_t>(
+          1, std::min(max_count_ / static_cast<size_t>(size_), kPieceBytes / sizeof(float)));
       for (size_t offset = 0; offset < n; offset += piece) {
         ordered_sum(data + offset, static_cast<int>(std::min(n - offset, piece)));
       }
@@ -210,6 +213,7 @@ class MpiCommunicator final : public Communicator {
 
   // Up to this many bytes per rank the float sum gathers every partial on every rank.
   static constexpr size_t kGatherAllBytes = size_t{64} << 10;
+  static constexpr size_t kPieceBytes = size_t{1} << 20;
 
   MPI_Comm comm_;
   size_t max_count_;
