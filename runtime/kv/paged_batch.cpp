@@ -5,8 +5,7 @@
 
 namespace adakv::runtime {
 
-PagedBatch::PagedBatch(BlockPool& pool, const model::ModelConfig& model,
-                       std::vector<Entry> entries)
+PagedBatch::PagedBatch(BlockPool& pool, const model::ModelConfig& model, std::vector<Entry> entries)
     : pool_(pool), model_(model), entries_(std::move(entries)) {}
 
 void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
@@ -24,8 +23,8 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
     running_.push_back({s, row});
     kernels::PagedSequence seq{};
     if (e.cache->stage(layer, q + row * q_stride, q_stride, k + row * kv_stride,
-                       v + row * kv_stride, kv_stride, e.tokens, out + row * out_stride,
-                       out_stride, slots_.data() + row * H, seq)) {
+                       v + row * kv_stride, kv_stride, e.tokens, out + row * out_stride, out_stride,
+                       slots_.data() + row * H, seq)) {
       staged_.push_back(seq);
     }
   }

@@ -164,8 +164,8 @@ void PagedKvCache::append_and_attend(size_t layer, const float* q, size_t q_stri
                       stage_array(slots_, slots));
   if (attends) {
     const auto t0 = std::chrono::steady_clock::now();
-    backend().attention_paged(stage_array(seq_, std::vector{seq}), 1, pool_.arena(),
-                              pool_.layout(), model_.n_heads, model_.n_kv_heads,
+    backend().attention_paged(stage_array(seq_, std::vector{seq}), 1, pool_.arena(), pool_.layout(),
+                              model_.n_heads, model_.n_kv_heads,
                               1.0f / std::sqrt(static_cast<float>(model_.head_dim)));
     report_.decode_attention_s += seconds_since(t0);
   }

@@ -176,8 +176,8 @@ class PagedKvCache : public model::KvCache {
   compression::Compressor compressor_;         // the policy: scores, queries, selection
   std::vector<std::vector<HeadTable>> heads_;  // [layer][kv head]
   size_t position_ = 0;
-  size_t prompt_n_ = 0;         // begin_prompt's; 0: the first forward is the whole prompt
-  bool defer_scoring_ = false;  // scoring waits for look-ahead (compress_after_lookahead)
+  size_t prompt_n_ = 0;           // begin_prompt's; 0: the first forward is the whole prompt
+  bool defer_scoring_ = false;    // scoring waits for look-ahead (compress_after_lookahead)
   bool compact_pending_ = false;  // scope global: compact once the last layer's rows are stored
   // The backend's block table: ids [layer][head][table_capacity_], lengths [layer][head], and
   // the row pointers [layer][head] that PagedSequence::block_ids points into.

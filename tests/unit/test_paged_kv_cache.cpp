@@ -275,8 +275,8 @@ TEST(PagedKvCacheDeathTest, AHostReadOfAKvBlockFaultsOnTheGuardedBackend) {
   const auto q = upload(a.q), k = upload(a.k), v = upload(a.v);
   auto out = backend->allocate(a.n * c.q_width() * sizeof(float));
   for (size_t l = 0; l < c.n_layers; ++l) {
-    cache.append_and_attend(l, q.as<float>(), a.q_stride, k.as<float>(), v.as<float>(),
-                            a.kv_stride, a.n, out.as<float>());
+    cache.append_and_attend(l, q.as<float>(), a.q_stride, k.as<float>(), v.as<float>(), a.kv_stride,
+                            a.n, out.as<float>());
   }
   cache.commit(a.n);
   ASSERT_GT(cache.held_blocks(), 0u);
