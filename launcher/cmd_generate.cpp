@@ -20,6 +20,7 @@
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
+#include "runtime/policy_fork.h"
 
 namespace adakv::cli {
 namespace {
@@ -43,8 +44,8 @@ struct GenerateOptions {
 };
 
 // One prefill, every policy; answers and memory side by side.
-int run_compare(const runtime::Engine& engine, runtime::GenerateRequest req,
-                const GenerateOptions& o, const std::string& source) {
+int run_compare(runtime::Engine& engine, runtime::GenerateRequest req, const GenerateOptions& o,
+                const std::string& source) {
   std::vector<compression::CompressionConfig> policies = {req.compression};
   for (const auto& name : o.compare) {
     auto c = req.compression;
@@ -52,7 +53,7 @@ int run_compare(const runtime::Engine& engine, runtime::GenerateRequest req,
     // The chosen policy already runs first; naming it again would only repeat its row.
     if (c.policy != req.compression.policy) policies.push_back(c);
   }
-  const auto results = engine.generate_policies(req, policies);
+  const auto results = runtime::generate_policies(engine, req, policies);
   if (o.json) {
     nlohmann::json all = nlohmann::json::array();
     for (size_t i = 0; i < results.size(); ++i) {

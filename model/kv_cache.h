@@ -2,6 +2,7 @@
 // storage (contiguous or head-paged with Ada-KV compaction); the model only appends and attends.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 namespace adakv::model {
@@ -34,8 +35,10 @@ class KvBatch {
   virtual size_t size() const = 0;
   virtual size_t tokens(size_t s) const = 0;         // >= 1
   virtual size_t next_position(size_t s) const = 0;  // position of sequence s's first new row
-  // Whether the forward writes logits for sequence s's last row.
-  virtual bool wants_logits(size_t s) const = 0;
+  // How many of sequence s's last rows the forward writes logits for: 0, 1 (the next token's
+  // distribution) or up to tokens(s) (a known text being scored). Logit rows of a sequence that
+  // asks for several take the float32 GEMM, a single row the decode row dots.
+  virtual size_t logit_rows(size_t s) const = 0;
   // Whether sequence s's rows are prompt rows (known text, taken in parallel: the float32 GEMM)
   // rather than decode rows (sampled tokens, replayed or looked ahead: the decode row dots). A
   // row's numerics follow its role, never the batch's shape. Default: several rows at once are a
@@ -64,13 +67,14 @@ class KvBatch {
 // A KvBatch over plain caches: each appends and attends on its own.
 class CacheBatch : public KvBatch {
  public:
-  // caches[s] takes counts[s] rows (the arrays outlive the batch).
-  CacheBatch(KvCache* const* caches, const size_t* counts, size_t n)
-      : caches_(caches), counts_(counts), n_(n) {}
+  // caches[s] takes counts[s] rows (the arrays outlive the batch) and asks for the logits of
+  // its last min(n_logits, counts[s]) rows.
+  CacheBatch(KvCache* const* caches, const size_t* counts, size_t n, size_t n_logits = 1)
+      : caches_(caches), counts_(counts), n_(n), n_logits_(n_logits) {}
   size_t size() const override { return n_; }
   size_t tokens(size_t s) const override { return counts_[s]; }
   size_t next_position(size_t s) const override { return caches_[s]->next_position(); }
-  bool wants_logits(size_t) const override { return true; }
+  size_t logit_rows(size_t s) const override { return std::min(n_logits_, counts_[s]); }
   void append_and_attend(size_t layer, const float* q, size_t q_stride, const float* k,
                          const float* v, size_t kv_stride, float* out, size_t out_stride) override;
   void commit() override;
@@ -79,6 +83,7 @@ class CacheBatch : public KvBatch {
   KvCache* const* caches_;
   const size_t* counts_;
   size_t n_;
+  size_t n_logits_;
 };
 
 }  // namespace adakv::model

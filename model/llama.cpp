@@ -49,22 +49,22 @@ Logits LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache, size
     throw std::invalid_argument("forward: need 1 <= n_logits <= n tokens");
   }
   KvCache* const caches[] = {&cache};
-  CacheBatch batch(caches, &n, 1);
-  return run(tokens, n, batch, n_logits);
+  CacheBatch batch(caches, &n, 1, n_logits);
+  return run(tokens, n, batch);
 }
 
 Logits LlamaModel::forward_batch(const int32_t* tokens, KvCache* const* caches, size_t B) const {
   if (B == 0) throw std::invalid_argument("forward_batch: no sequence");
   const std::vector<size_t> ones(B, 1);
   CacheBatch batch(caches, ones.data(), B);
-  return run(tokens, B, batch, 1);
+  return run(tokens, B, batch);
 }
 
 Logits LlamaModel::forward_ragged(const int32_t* tokens, KvBatch& batch) const {
   if (batch.size() == 0) throw std::invalid_argument("forward_ragged: no sequence");
   size_t n = 0;
   for (size_t s = 0; s < batch.size(); ++s) n += batch.tokens(s);
-  return run(tokens, n, batch, 1);
+  return run(tokens, n, batch);
 }
 
 void LlamaModel::download_logits(const Logits& logits, size_t first, size_t count,
@@ -203,8 +203,7 @@ enum Slot : size_t {
   kPositions
 };
 
-Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
-                       size_t n_logits) const {
+Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch) const {
   const auto& c = local_;
   const size_t D = c.d_model, F = c.ffn_dim, QW = c.q_width(), KW = c.kv_width();
   const size_t qkv_width = QW + 2 * KW;
@@ -261,19 +260,22 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
     }
   }
   // Positions of the packed rows, and the rows whose logits are wanted (none for a sequence
-  // whose range stops before the last layer).
+  // whose range stops before the last layer) with the path of each run of them: the float32
+  // GEMM for a sequence that scores several rows, else the decode row dots, so that a
+  // sequence's logits do not depend on its batch.
   std::vector<int32_t> host_positions(n);
   std::vector<size_t> logit_rows;
+  std::vector<std::pair<size_t, k::MatmulPath>> logit_runs;  // (rows, path), in row order
   for (size_t s = 0, t = 0; s < S; ++s) {
     const size_t count = batch.tokens(s), p0 = batch.next_position(s);
     for (size_t i = 0; i < count; ++i) host_positions[t + i] = static_cast<int32_t>(p0 + i);
     t += count;
-    if (S > 1 && batch.wants_logits(s) && (s + 1 < S || tail_end == L)) {
-      logit_rows.push_back(t - 1);
-    }
-  }
-  if (S == 1 && tail_end == L) {
-    for (size_t t = n - n_logits; t < n; ++t) logit_rows.push_back(t);
+    const size_t wanted = std::min(batch.logit_rows(s), count);
+    if (wanted == 0 || (s + 1 == S && tail_end != L)) continue;
+    for (size_t r = t - wanted; r < t; ++r) logit_rows.push_back(r);
+    const auto path = wanted > 1 ? k::MatmulPath::kFloatGemm : be.decode_path();
+    if (logit_runs.empty() || logit_runs.back().second != path) logit_runs.push_back({0, path});
+    logit_runs.back().first += wanted;
   }
   int32_t* tokens = ws.ints(kTokens, n);
   int32_t* positions = ws.ints(kPositions, n);
@@ -351,7 +353,7 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
     }
   }
   batch.commit();
-  n_logits = logit_rows.size();
+  const size_t n_logits = logit_rows.size();
   if (!computes_logits() || n_logits == 0) return {};
   // The wanted rows, gathered (they are consecutive for one sequence: no copy then).
   h = ws.floats(kH, n_logits * D);
@@ -364,22 +366,25 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch,
     last = h;
   }
   be.rmsnorm(h, last, weights_.output_norm.data(), n_logits, D, c.rms_eps);
-  // The float32 GEMM when one sequence asks for the logits of several rows (scoring a text),
-  // else the decode row dots: a sequence's logits do not depend on its batch.
-  const k::MatmulPath lm_path =
-      batch.size() == 1 && n_logits > 1 ? k::MatmulPath::kFloatGemm : be.decode_path();
   const size_t V = config_.vocab_size, rows = shard_.vocab_rows;
+  // out[n_logits][width] = the LM head (or this rank's rows of it) on h, run by run.
+  const auto lm_head = [&](float* out, size_t width) {
+    for (size_t r = 0, row = 0; r < logit_runs.size(); row += logit_runs[r].first, ++r) {
+      weights_.lm_head.forward(be, out + row * width, h + row * D, logit_runs[r].first,
+                               {width, false, logit_runs[r].second});
+    }
+  };
   float* logits = ws.floats(kLogits, n_logits * V);
   const Logits result{logits, n_logits, V};
   if (shard_.lm_head == LmHeadMode::kReplicated) {
-    weights_.lm_head.forward(be, logits, h, n_logits, {V, false, lm_path});
+    lm_head(logits, V);
     return result;
   }
   // Vocab-parallel: each rank's [n_logits][V / tp] block, gathered rank-major, then
   // interleaved back to [n_logits][V].
   float* local = ws.floats(kLogitsLocal, n_logits * rows);
   float* gathered = ws.floats(kGathered, shard_.tp_size * n_logits * rows);
-  weights_.lm_head.forward(be, local, h, n_logits, {rows, false, lm_path});
+  lm_head(local, rows);
   tp_->all_gather(local, n_logits * rows, gathered);
   be.interleave_shards(logits, gathered, shard_.tp_size, n_logits, rows);
   return result;

@@ -69,8 +69,8 @@ class LlamaModel {
 
   // One ragged step: every sequence of `batch` takes its batch.tokens(s) rows of `tokens`
   // (packed in sequence order) in ONE forward, prompt chunks and decodes alike. Logits
-  // [number of sequences that wants_logits()][vocab], in sequence order (same rule as forward
-  // for ranks that do not compute logits).
+  // [sum of batch.logit_rows(s)][vocab], in row order (same rule as forward for ranks that do
+  // not compute logits).
   Logits forward_ragged(const int32_t* tokens, KvBatch& batch) const;
 
   // Rows [first, first + count) of `logits` into host memory dst [count][vocab].
@@ -79,9 +79,9 @@ class LlamaModel {
   std::vector<float> logits_to_host(const Logits& logits) const;
 
  private:
-  // The body of every forward: n = the batch's total rows. With one sequence, logits for its
-  // last n_logits rows; with several, for the last row of each that wants_logits().
-  Logits run(const int32_t* tokens, size_t n, KvBatch& batch, size_t n_logits) const;
+  // The body of every forward: n = the batch's total rows; logits for the last
+  // batch.logit_rows(s) rows of each sequence.
+  Logits run(const int32_t* tokens, size_t n, KvBatch& batch) const;
 
   ModelConfig config_;
   ModelConfig local_;

@@ -20,14 +20,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-EngineCommand make_command(EngineOp op, const GenerateRequest& request = {},
-                           const std::vector<compression::CompressionConfig>& policies = {},
-                           const std::vector<int32_t>& continuation = {}) {
+EngineCommand make_command(EngineOp op) {
   EngineCommand c;
   c.op = op;
-  c.request = request;
-  c.policies = policies;
-  c.continuation = continuation;
   return c;
 }
 
@@ -59,6 +54,7 @@ Engine::Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* t
       device_group_(tp && tp->size() > 1
                         ? std::make_unique<comm::DeviceGroup>(tp->duplicate(), *backend_)
                         : nullptr),
+      exchange_group_(tp && tp->size() > 1 ? tp->duplicate() : nullptr),
       model_(load_model(file, device_group_.get(), *backend_)),
       tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
 
@@ -76,8 +72,9 @@ void Engine::shutdown() {
   control_.broadcast(encode_command(EngineCommand{}));
 }
 
-void Engine::reset_comm_stats() const {
+void Engine::reset_stats() {
   control_.comm().reset_stats();
+  if (exchange_group_) exchange_group_->reset_stats();
   if (device_group_) device_group_->reset_stats();
 }
 
@@ -98,15 +95,6 @@ int Engine::follow() {
       switch (command.op) {
         case EngineOp::kShutdown:
           return 0;
-        case EngineOp::kGeneratePolicies:
-          run_generate_policies(command.request, command.policies);
-          break;
-        case EngineOp::kRecordPrompt:
-          run_record_prompt(command.request);
-          break;
-        case EngineOp::kScoreContinuation:
-          run_score_continuation(command.request, command.continuation, command.policies);
-          break;
         case EngineOp::kConfigureSteps:
           run_configure_steps(command.serving);
           break;
@@ -133,14 +121,6 @@ auto Engine::drive(const EngineCommand& command, Body&& body) const -> decltype(
 
 std::vector<float> Engine::host_logits(const model::Logits& logits) const {
   return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
-}
-
-BlockPool Engine::make_pool(const GenerateRequest& req, size_t max_new, size_t copies) const {
-  const auto& cfg = model_.local_config();
-  const kernels::KvBlockLayout layout{req.block_tokens, cfg.head_dim, req.kv_dtype};
-  const size_t tokens = req.prompt.size() + max_new;
-  const size_t blocks_per_head = (tokens + req.block_tokens - 1) / req.block_tokens;
-  return BlockPool(layout, copies * blocks_per_head * cfg.n_layers * cfg.n_kv_heads, *backend_);
 }
 
 void Engine::configure_steps(const ServingConfig& config) {
@@ -203,7 +183,7 @@ StepResult Engine::run_step(const StepPlan& plan) {
   for (const auto& start : plan.start) {
     StepSequence s;
     s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
-                                             head_group());
+                                             head_group(), start.record_scores);
     s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
     s.prompt_tokens = start.prompt_tokens;
     step_seqs_[start.id] = std::move(s);
@@ -213,13 +193,29 @@ StepResult Engine::run_step(const StepPlan& plan) {
     s.cache->compress_after_lookahead();
     note_compressed(id, s);
   }
+  for (const auto& fork : plan.fork) {
+    StepSequence s;
+    s.cache = seq(fork.source).cache->compressed_copy(fork.compression);
+    s.prompt_tokens = s.cache->report().prompt_tokens;
+    step_seqs_[fork.id] = std::move(s);
+    note_compressed(fork.id, step_seqs_[fork.id]);
+  }
+  for (uint64_t id : plan.gather_scores) {
+    const PagedKvCache& c = *seq(id).cache;
+    const size_t n = c.report().prompt_tokens, window = c.config().window;
+    const size_t prefix = n > window ? n - window : 0;
+    auto& scores = result.scores[id];
+    for (const auto& layer : c.scores()) {
+      scores.push_back(layer.empty() ? layer : gather_heads(layer, prefix));
+    }
+  }
   if (plan.entries.empty()) return result;
   std::vector<PagedBatch::Entry> entries;
   std::vector<int32_t> tokens;
   const size_t L = model_.config().n_layers, D = model_.config().d_model;
   for (const auto& e : plan.entries) {
     StepSequence& s = seq(e.id);
-    PagedBatch::Entry entry{s.cache.get(), e.tokens.size(), e.logits};
+    PagedBatch::Entry entry{s.cache.get(), e.tokens.size(), e.logits, e.scored_text};
     if (e.layer_begin > 0 || e.layer_end < L) {
       entry.layer_begin = e.layer_begin;
       entry.layer_end = e.layer_end;
@@ -291,125 +287,22 @@ size_t Engine::lookahead_steps(const compression::CompressionConfig& c, size_t n
   return std::min(c.lookahead, model_.config().context_length - n_prompt);
 }
 
-double Engine::look_ahead(PagedKvCache& source, std::vector<float> logits, size_t steps) const {
-  const auto t0 = std::chrono::steady_clock::now();
-  const size_t vocab = model_.config().vocab_size;
-  for (size_t step = 0; step < steps; ++step) {
-    int32_t next = 0;
-    if (is_root()) {
-      const float* row = logits.data() + logits.size() - vocab;
-      next = int32_t(std::max_element(row, row + vocab) - row);
-    }
-    next = control_.broadcast_token(next);
-    if (next == tokenizer_.eos_id()) break;
-    logits = host_logits(model_.forward(&next, 1, source));
-  }
-  source.finish_lookahead();
-  return seconds_since(t0);
-}
-
 HeadGroup Engine::head_group() const {
   HeadGroup g;
   const auto& shard = model_.shard();
   g.model_kv_heads = model_.config().n_kv_heads;
   g.first_kv_head = shard.kv_head_begin;
   g.contributes = shard.owns_kv_heads();
-  if (tp_size() > 1) {
-    g.exchange = [this](std::vector<float>& matrix) {
-      const auto t0 = std::chrono::steady_clock::now();
-      control_.comm().all_reduce(matrix.data(), matrix.size());
-      exchange_s_ += seconds_since(t0);
-    };
-  }
-  if (shard.kv_replicas > 1) {
-    // Row h of a [model kv heads][prefix] matrix, zero elsewhere: the reduction over all ranks
-    // combines the replicas of each head (scores are >= 0, so zero is neutral for max too).
-    g.merge_replicas = [this, &shard, Hm = g.model_kv_heads](std::vector<float>& scores,
-                                                             compression::GqaAggregation gqa) {
-      const size_t prefix = scores.size() / shard.n_kv_heads;
-      const bool mean = gqa == compression::GqaAggregation::kMean;
-      std::vector<float> all(Hm * prefix, 0.0f);
-      for (size_t i = 0; i < scores.size(); ++i) {
-        all[shard.kv_head_begin * prefix + i] = mean ? scores[i] / shard.kv_replicas : scores[i];
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      control_.comm().all_reduce(all.data(), all.size(),
-                                 mean ? comm::ReduceOp::kSum : comm::ReduceOp::kMax);
-      exchange_s_ += seconds_since(t0);
-      std::copy_n(all.begin() + shard.kv_head_begin * prefix, scores.size(), scores.begin());
-    };
-  }
+  g.kv_replicas = shard.kv_replicas;
+  g.exchange = exchange_group_.get();
   return g;
-}
-
-void Engine::decode(const GenerateRequest& req, size_t max_new,
-                    const std::vector<PagedKvCache*>& caches, std::vector<float> logits,
-                    const std::function<void(std::string_view)>& on_text,
-                    const LogitsObserver& on_logits,
-                    const std::vector<GenerateResult*>& results) const {
-  const size_t B = caches.size();
-  const size_t vocab = model_.config().vocab_size;
-  std::vector<Sampler> samplers(B, Sampler(req.sampling));
-  std::vector<tokenizer::StreamDecoder> streams(B, tokenizer::StreamDecoder(tokenizer_));
-  // Sequences still decoding, and which row of `logits` is theirs: every sequence starts from
-  // the prefill's single row; after a batched step, row i belongs to running[i].
-  std::vector<size_t> running(B);
-  for (size_t b = 0; b < B; ++b) running[b] = b;
-  std::vector<size_t> row(B, 0);
-  for (auto* r : results) r->finish_reason = "length";
-  const auto t0 = std::chrono::steady_clock::now();
-  for (size_t step = 0; step < max_new && !running.empty(); ++step) {
-    std::vector<int32_t> next_tokens;
-    std::vector<model::KvCache*> next_caches;
-    std::vector<size_t> next_running;
-    for (size_t b : running) {
-      GenerateResult& result = *results[b];
-      int32_t next = 0;
-      if (is_root()) {
-        const float* lg = logits.data() + row[b] * vocab;
-        if (on_logits) on_logits(lg, vocab);
-        next = samplers[b].sample(lg, vocab);
-      }
-      next = control_.broadcast_token(next);
-      result.tokens.push_back(next);
-      if (req.stop_at_eos && next == tokenizer_.eos_id()) {
-        result.finish_reason = "stop";
-        continue;
-      }
-      const std::string piece = streams[b].push(next);
-      result.text += piece;
-      if (on_text && !piece.empty()) on_text(piece);
-      // The last token needs no forward: nothing will read its logits.
-      if (step + 1 < max_new) {
-        row[b] = next_running.size();
-        next_tokens.push_back(next);
-        next_caches.push_back(caches[b]);
-        next_running.push_back(b);
-      }
-    }
-    running = std::move(next_running);
-    if (!running.empty()) {
-      logits = host_logits(
-          model_.forward_batch(next_tokens.data(), next_caches.data(), next_caches.size()));
-    }
-  }
-  const double decode_s = seconds_since(t0);
-  for (size_t b = 0; b < B; ++b) {
-    GenerateResult& result = *results[b];
-    const std::string tail = streams[b].flush();
-    result.text += tail;
-    if (on_text && !tail.empty()) on_text(tail);
-    result.decode_s = decode_s;
-    result.compression = caches[b]->report();
-    gather_report(*caches[b], result);
-  }
 }
 
 void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) const {
   result.kv_full_bytes = cache.full_bytes();
   result.kv_kept_bytes = cache.held_bytes();
   result.rank_kv_kept_bytes = {result.kv_kept_bytes};
-  result.budget_exchange_s = exchange_s_;
+  result.budget_exchange_s = exchange_group_ ? exchange_group_->stats().all_reduce_s : 0.0;
   result.all_reduce_s = device_group_ ? device_group_->stats().all_reduce_s : 0.0;
   const size_t P = tp_size();
   if (P == 1) return;
@@ -483,35 +376,6 @@ std::vector<float> Engine::gather_heads(const std::vector<float>& own, size_t wi
   return out;
 }
 
-RecordedPrompt Engine::record_prompt(const GenerateRequest& req) const {
-  if (!is_root()) throw std::logic_error("record_prompt() runs on rank 0");
-  check_request(req);
-  return drive(make_command(EngineOp::kRecordPrompt, req), [&] { return run_record_prompt(req); });
-}
-
-RecordedPrompt Engine::run_record_prompt(const GenerateRequest& req) const {
-  const auto& cfg = model_.local_config();
-  const size_t n = req.prompt.size(), L = cfg.n_layers;
-  // Room for the full recording and for the copy, which never holds more than the recording.
-  const size_t steps = lookahead_steps(req.compression, n);
-  BlockPool pool = make_pool(req, steps, 2);
-  PagedKvCache source(pool, cfg, req.compression, head_group(), /*record_scores=*/true);
-  RecordedPrompt rec;
-  const auto t0 = std::chrono::steady_clock::now();
-  look_ahead(source, host_logits(model_.forward(req.prompt.data(), n, source)), steps);
-  rec.prefill_s = seconds_since(t0);
-  const auto copy = source.compressed_copy(req.compression);
-  const size_t prefix = n > req.compression.window ? n - req.compression.window : 0;
-  for (size_t l = 0; l < L; ++l) {
-    const auto& s = source.scores()[l];
-    rec.scores.push_back(s.empty() ? s : gather_heads(s, prefix));
-    const auto& k = copy->report().kept[l];
-    const auto kept = gather_heads(std::vector<float>(k.begin(), k.end()), 1);
-    rec.kept.emplace_back(kept.begin(), kept.end());
-  }
-  return rec;
-}
-
 GenerateResult Engine::generate(const GenerateRequest& req,
                                 const std::function<void(std::string_view)>& on_text,
                                 const LogitsObserver& on_logits) {
@@ -529,106 +393,12 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   config.max_num_seqs = 1;
   config.max_num_batched_tokens = n_prompt;
   config.prefill_chunk = n_prompt;
-  exchange_s_ = 0;
-  reset_comm_stats();
+  reset_stats();
   LlmEngine loop(*this, config);
   GenerateResult result;
   loop.add({req, {}, on_text, on_logits, [&](GenerateResult&& r) { result = std::move(r); }});
   loop.run_until_done();
   return result;
-}
-
-std::vector<GenerateResult> Engine::generate_policies(
-    const GenerateRequest& req, const std::vector<compression::CompressionConfig>& policies) const {
-  if (!is_root()) throw std::logic_error("generate_policies() runs on rank 0");
-  if (policies.empty()) throw std::invalid_argument("generate_policies: no policy given");
-  check_request(req);
-  for (const auto& p : policies) p.validate();
-  return drive(make_command(EngineOp::kGeneratePolicies, req, policies),
-               [&] { return run_generate_policies(req, policies); });
-}
-
-std::vector<GenerateResult> Engine::run_generate_policies(
-    const GenerateRequest& req, const std::vector<compression::CompressionConfig>& policies) const {
-  const auto& cfg = model_.local_config();
-  const size_t max_new = check_request(req), n_prompt = req.prompt.size();
-  exchange_s_ = 0;
-  reset_comm_stats();
-  // The recording prefill keeps the full prompt; every policy's copy lives next to it (the
-  // pool's pages are touched only as blocks are used, so room for whole copies costs nothing).
-  // Look-ahead, when a policy that scores asks for it (all share the first one's scoring).
-  size_t steps = 0;
-  for (const auto& p : policies) steps = std::max(steps, lookahead_steps(p, n_prompt));
-  // With a reference answer, one more copy per policy at a time scores it.
-  const size_t room = std::max({max_new, steps, req.reference.size()});
-  BlockPool pool = make_pool(req, room, policies.size() + 1 + (req.reference.empty() ? 0 : 1));
-  PagedKvCache source(pool, cfg, policies.front(), head_group(), /*record_scores=*/true);
-
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = host_logits(model_.forward(req.prompt.data(), n_prompt, source));
-  const double lookahead_s = look_ahead(source, logits, steps);
-  const double prefill_s = seconds_since(t0);
-  const std::vector<float> prefill_logits = req.reference.empty() ? std::vector<float>{} : logits;
-
-  std::vector<GenerateResult> results(policies.size());
-  std::vector<std::unique_ptr<PagedKvCache>> copies;
-  std::vector<PagedKvCache*> caches;
-  std::vector<GenerateResult*> outs;
-  for (size_t i = 0; i < policies.size(); ++i) {
-    GenerateResult& r = results[i];
-    r.prompt_tokens = n_prompt;
-    r.prefill_s = prefill_s;
-    copies.push_back(source.compressed_copy(policies[i]));
-    r.kv_after_prefill_bytes = copies.back()->held_bytes();
-    r.kv_full_after_prefill_bytes = copies.back()->full_bytes();
-    r.pool_bytes = pool.capacity() * pool.block_bytes();
-    caches.push_back(copies.back().get());
-    outs.push_back(&r);
-  }
-  // All policies decode together: one forward per step for every sequence still running.
-  decode(req, max_new, caches, std::move(logits), {}, {}, outs);
-  if (!req.reference.empty()) {
-    for (size_t i = 0; i < policies.size(); ++i) {
-      auto copy = source.compressed_copy(policies[i]);
-      results[i].reference_nll = reference_nll(*copy, req.reference, prefill_logits);
-    }
-  }
-  for (size_t i = 0; i < policies.size(); ++i) {
-    auto& c = results[i].compression;
-    c.score_s = source.report().score_s;
-    if (lookahead_steps(policies[i], n_prompt) > 0) {  // full and streaming use no scores
-      c.lookahead_s = lookahead_s;
-      c.lookahead_tokens = source.report().lookahead_tokens;
-    }
-  }
-  return results;
-}
-
-std::vector<ContinuationScore> Engine::score_continuation(
-    const GenerateRequest& req, const std::vector<int32_t>& continuation,
-    const std::vector<compression::CompressionConfig>& policies) const {
-  if (!is_root()) throw std::logic_error("score_continuation() runs on rank 0");
-  if (policies.empty()) throw std::invalid_argument("score_continuation: no policy given");
-  check_request(req);
-  const size_t context = model_.config().context_length, vocab = model_.config().vocab_size;
-  if (continuation.size() < 2) {
-    throw std::invalid_argument("the continuation to score needs at least 2 tokens");
-  }
-  if (req.prompt.size() + continuation.size() > context) {
-    throw std::invalid_argument("prompt (" + std::to_string(req.prompt.size()) +
-                                " tokens) plus continuation (" +
-                                std::to_string(continuation.size()) +
-                                ") do not fit the model's context of " + std::to_string(context));
-  }
-  for (int32_t id : continuation) {
-    if (id < 0 || size_t(id) >= vocab) {
-      throw std::invalid_argument("continuation token id " + std::to_string(id) +
-                                  " is outside the vocabulary of " + std::to_string(vocab));
-    }
-  }
-  for (const auto& p : policies) p.validate();
-  return drive(make_command(EngineOp::kScoreContinuation, req, policies, continuation),
-               [&] { return run_score_continuation(req, continuation, policies); });
 }
 
 }  // namespace adakv::runtime

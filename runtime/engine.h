@@ -42,8 +42,8 @@ struct GenerateRequest {
   compression::CompressionConfig compression;  // policy full: no compression
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   size_t block_tokens = 16;
-  // generate_policies only: a known answer, teacher-forced after the prompt in each policy's
-  // cache (see GenerateResult::reference_nll). Empty: none.
+  // generate_policies (runtime/policy_fork.h) only: a known answer, teacher-forced after the
+  // prompt in each policy's cache (see GenerateResult::reference_nll). Empty: none.
   std::vector<int32_t> reference;
 };
 
@@ -75,27 +75,6 @@ struct GenerateResult {
   std::vector<double> reference_nll;
 };
 
-// What a recording prefill saw, for the whole model (every rank's heads): the window scores
-// [layer][model kv head][prefix] and the tokens `policy` keeps per [layer][model kv head].
-struct RecordedPrompt {
-  std::vector<std::vector<float>> scores;
-  std::vector<std::vector<size_t>> kept;
-  double prefill_s = 0;
-};
-
-// How well one policy's cache predicts a known continuation of the prompt (teacher forcing).
-// Position i scores continuation token i + 1 from the prompt and tokens 0..i; token 0 is left
-// out, since the prefill's logits predict it and they do not depend on the policy.
-struct ContinuationScore {
-  std::vector<double> nll;      // [continuation - 1]: -log p(token), natural log
-  std::vector<double> kl;       // KL(full cache || this cache) of the next-token distributions
-  std::vector<uint8_t> agrees;  // 1 where the argmax equals the full cache's
-  size_t kv_after_prefill_bytes = 0;
-  size_t kv_full_after_prefill_bytes = 0;
-  double prefill_s = 0;  // the shared prefill (and look-ahead)
-  double forward_s = 0;  // this policy's continuation forward
-};
-
 // What one step of the serving loop gives back, on rank 0.
 struct StepResult {
   // The logits of the plan's entries that want them, [rows][vocab] in entry order: the only
@@ -103,8 +82,11 @@ struct StepResult {
   std::vector<float> logits;
   std::vector<GenerateResult> reports;  // parallel to plan.report
   // Tokens each [layer][model kv head] holds, for every sequence compressed in this step (its
-  // prompt and look-ahead done): the budget vector every rank computed.
+  // prompt and look-ahead done) or forked in it: the budget vector every rank computed.
   std::map<uint64_t, std::vector<std::vector<size_t>>> kept;
+  // The window scores of plan.gather_scores' recording sequences, for the whole model:
+  // [layer] -> [model kv head][prefix] (empty for a layer that was not scored).
+  std::map<uint64_t, std::vector<std::vector<float>>> scores;
 };
 
 // Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
@@ -144,25 +126,6 @@ class Engine {
   // tokens it may generate.
   size_t check_request(const GenerateRequest& request) const;
 
-  // One prefill of request.prompt serves every policy: the prompt is prefilled once with
-  // scores recorded, then each policy compresses a copy of that cache and decodes from it
-  // (prefill outputs do not depend on the policy). request.compression is ignored; every
-  // policy must share the first one's window, pooling, GQA aggregation and look-ahead. With
-  // request.reference, each policy also scores that answer on a second copy of its cache.
-  std::vector<GenerateResult> generate_policies(
-      const GenerateRequest& request,
-      const std::vector<compression::CompressionConfig>& policies) const;
-
-  // Root only. Perplexity under compression: one recording prefill of request.prompt serves
-  // every policy; each compresses a copy, then `continuation` goes through it in one forward and
-  // is scored against the uncompressed cache's predictions of the same tokens. Every policy
-  // must share the first one's scoring settings (as generate_policies). Throws
-  // std::invalid_argument when the continuation has fewer than 2 tokens or prompt plus
-  // continuation do not fit the context. Results are parallel to `policies`.
-  std::vector<ContinuationScore> score_continuation(
-      const GenerateRequest& request, const std::vector<int32_t>& continuation,
-      const std::vector<compression::CompressionConfig>& policies) const;
-
   // ---- The serving loop's side (runtime/llm_engine.h drives it from rank 0) ----
   // Root: every rank (re)creates the engine-lifetime block pool of `config`, dropping the
   // caches of an earlier loop.
@@ -173,48 +136,17 @@ class Engine {
   const BlockPool* step_pool() const { return step_pool_.get(); }
   // Largest prompt plus generation one request may ask for (the model's context).
   size_t context_length() const { return model_.config().context_length; }
-  // Look-ahead tokens the serving loop decodes for an n_prompt-token prompt under c.
-  size_t lookahead_for(const compression::CompressionConfig& c, size_t n_prompt) const {
-    return lookahead_steps(c, n_prompt);
-  }
 
-  // Root only: prefills request.prompt recording the window scores of every head, and
-  // compresses a copy under request.compression (for adakv profile). No token is generated.
-  RecordedPrompt record_prompt(const GenerateRequest& request) const;
+  // Look-ahead tokens a prefill of an n_prompt-token prompt decodes for policy c: c.lookahead
+  // capped by the context, 0 when c keeps everything or scores nothing.
+  size_t lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const;
+  // Root: zeroes the time counters that reports carry (layer all-reduces, gain exchange).
+  void reset_stats();
 
  private:
-  // The bodies of the commands, run by every rank.
-  std::vector<GenerateResult> run_generate_policies(
-      const GenerateRequest& request,
-      const std::vector<compression::CompressionConfig>& policies) const;
-  RecordedPrompt run_record_prompt(const GenerateRequest& request) const;
-  std::vector<ContinuationScore> run_score_continuation(
-      const GenerateRequest& request, const std::vector<int32_t>& continuation,
-      const std::vector<compression::CompressionConfig>& policies) const;
   // Collective: the rows of every model KV head from each rank's rows of its own heads
   // ([own heads][width] per rank; replicas after the first are skipped).
   std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;
-  // Decodes every cache in lock step from the prefill's logits, one forward per step for all
-  // the sequences still running (the weights are read once per step, not once per sequence);
-  // results[b] is caches[b]'s. The callbacks are for one sequence (generate). decode_s is the
-  // wall time of the whole batch.
-  void decode(const GenerateRequest& request, size_t max_new,
-              const std::vector<PagedKvCache*>& caches, std::vector<float> logits,
-              const std::function<void(std::string_view)>& on_text, const LogitsObserver& on_logits,
-              const std::vector<GenerateResult*>& results) const;
-  // Look-ahead tokens a recording prefill of an n_prompt-token prompt decodes for policy c:
-  // c.lookahead capped by the context, 0 when c keeps everything or scores nothing.
-  size_t lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const;
-  // Collective, for a recording cache right after its prefill (logits: the prefill's): decodes
-  // up to `steps` greedy tokens (EOS ends early) so that their queries join the scoring, then
-  // source.finish_lookahead() scores and rolls back. Returns the seconds spent.
-  double look_ahead(PagedKvCache& source, std::vector<float> logits, size_t steps) const;
-  // Collective: teacher-forces `tokens` after the prompt in `cache` (right after its prefill;
-  // prefill_logits: the prefill's) and returns each token's -log p on rank 0 (empty elsewhere).
-  std::vector<double> reference_nll(PagedKvCache& cache, const std::vector<int32_t>& tokens,
-                                    const std::vector<float>& prefill_logits) const;
-  // Zeroes the time counters of both groups.
-  void reset_comm_stats() const;
   // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
@@ -223,9 +155,6 @@ class Engine {
   // command that fails midway ends the job.
   template <class Body>
   auto drive(const struct EngineCommand& command, Body&& body) const -> decltype(body());
-  // A pool for `copies` sequences of the request's prompt plus its generated tokens, for
-  // this rank's KV heads.
-  BlockPool make_pool(const GenerateRequest& request, size_t max_new, size_t copies) const;
   [[noreturn]] void fail_job(const std::exception& e) const;
 
   // Every rank's share of a step (reports are collective); the result is rank 0's.
@@ -250,9 +179,11 @@ class Engine {
   std::unique_ptr<kernels::Backend> backend_;  // what the model and the KV pools run on
   // The layers' collectives (a communicator of their own); null on one rank.
   std::unique_ptr<comm::DeviceGroup> device_group_;
+  // The host group's Ada-KV gain exchange (a communicator of its own, so that its collectives
+  // never interleave with the control plane's); null on one rank.
+  std::unique_ptr<comm::Communicator> exchange_group_;
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
-  mutable double exchange_s_ = 0;
   bool shut_down_ = false;
   std::unique_ptr<BlockPool> step_pool_;
   std::map<uint64_t, StepSequence> step_seqs_;

@@ -7,28 +7,20 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compression/config.h"
-#include "runtime/engine.h"
 #include "runtime/step_plan.h"
 
 namespace adakv::runtime {
 
 enum class EngineOp : uint8_t {
   kShutdown = 1,
-  kGeneratePolicies = 3,
-  kRecordPrompt = 4,
-  kScoreContinuation = 5,
-  kConfigureSteps = 6,  // a serving loop starts: every rank creates its block pool
-  kStep = 7,            // one step of the serving loop
+  kConfigureSteps = 2,  // a step loop starts: every rank creates its block pool
+  kStep = 3,            // one step
 };
 
 struct EngineCommand {
   EngineOp op = EngineOp::kShutdown;
-  GenerateRequest request;                               // every op but kShutdown
-  std::vector<compression::CompressionConfig> policies;  // kGeneratePolicies, kScoreContinuation
-  std::vector<int32_t> continuation;                     // kScoreContinuation
-  ServingConfig serving;                                 // kConfigureSteps
-  StepPlan plan;                                         // kStep
+  ServingConfig serving;  // kConfigureSteps
+  StepPlan plan;          // kStep
 };
 
 std::string encode_command(const EngineCommand& command);

@@ -32,7 +32,7 @@ uint64_t LlmEngine::add(Request request) {
   seq->prompt = req.prompt;
   seq->compression = req.compression;
   seq->max_new = max_new;
-  seq->lookahead = engine_.lookahead_for(req.compression, n_prompt);
+  seq->lookahead = engine_.lookahead_steps(req.compression, n_prompt);
   seq->eos = engine_.tokenizer().eos_id();
   scheduler_.add(seq);  // throws when the pool can never hold it
 

@@ -324,8 +324,12 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     waiting_.pop_front();
     s.phase = SeqPhase::kPrefilling;
     s.admitted_at = ++admissions_;
-    plan.start.push_back({s.id, static_cast<uint32_t>(s.prompt.size()),
-                          static_cast<uint32_t>(s.lookahead), s.compression});
+    SequenceStart start;
+    start.id = s.id;
+    start.prompt_tokens = static_cast<uint32_t>(s.prompt.size());
+    start.lookahead = static_cast<uint32_t>(s.lookahead);
+    start.compression = s.compression;
+    plan.start.push_back(start);
     layering = layering || layered(s);
     schedule_chunk(s);
   }

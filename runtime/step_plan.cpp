@@ -30,11 +30,14 @@ std::string encode_plan(const StepPlan& p) {
   w.put_vector(p.release);
   w.put_vector(p.start);
   w.put_vector(p.end_lookahead);
+  w.put_vector(p.fork);
+  w.put_vector(p.gather_scores);
   w.put<uint64_t>(p.entries.size());
   for (const auto& e : p.entries) {
     w.put(e.id);
     w.put_vector(e.tokens);
     w.put(e.logits);
+    w.put(e.scored_text);
     w.put(e.layer_begin);
     w.put(e.layer_end);
   }
@@ -48,6 +51,8 @@ StepPlan decode_plan(const std::string& bytes) {
   p.release = in.get_vector<uint64_t>();
   p.start = in.get_vector<SequenceStart>();
   p.end_lookahead = in.get_vector<uint64_t>();
+  p.fork = in.get_vector<SequenceFork>();
+  p.gather_scores = in.get_vector<uint64_t>();
   const auto n = in.get<uint64_t>();
   if (n > bytes.size()) in.fail("truncated");
   p.entries.resize(n);
@@ -55,6 +60,7 @@ StepPlan decode_plan(const std::string& bytes) {
     e.id = in.get<uint64_t>();
     e.tokens = in.get_vector<int32_t>();
     e.logits = in.get<bool>();
+    e.scored_text = in.get<bool>();
     e.layer_begin = in.get<uint32_t>();
     e.layer_end = in.get<uint32_t>();
   }

@@ -31,6 +31,18 @@ struct SequenceStart {
   uint64_t id = 0;
   uint32_t prompt_tokens = 0;
   uint32_t lookahead = 0;  // look-ahead steps planned (0: compressed at the last prompt chunk)
+  // A recording sequence keeps its whole prompt (taken in one entry) and every layer's window
+  // scores, to be forked into several policies (SequenceFork); `compression` gives the scoring.
+  bool record_scores = false;
+  compression::CompressionConfig compression;
+};
+
+// A new sequence holding what `compression` keeps of a recording sequence's prompt, as if the
+// prompt had been prefilled under it (PagedKvCache::compressed_copy): one prefill, several
+// policies. The source's prompt and look-ahead must be done.
+struct SequenceFork {
+  uint64_t id = 0;
+  uint64_t source = 0;
   compression::CompressionConfig compression;
 };
 
@@ -39,6 +51,9 @@ struct StepEntry {
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // inputs, at the cache's next positions
   bool logits = false;          // rank 0 reads the logits of the last row
+  // A known text scored after the prompt (teacher forcing): its rows take the prompt rows'
+  // numerics, and rank 0 reads the logits of every row (with `logits`).
+  bool scored_text = false;
   // Layers run (model::KvBatch::layer_begin): all, unless a prompt is prefilled layer by layer,
   // its whole prompt in each step, a range of layers at a time (the plan's last entry).
   uint32_t layer_begin = 0;
@@ -50,11 +65,14 @@ struct StepPlan {
   std::vector<uint64_t> release;        // caches freed (finished, aborted or preempted)
   std::vector<SequenceStart> start;     // caches created
   std::vector<uint64_t> end_lookahead;  // compress_after_lookahead() before the forward
-  std::vector<StepEntry> entries;       // one ragged forward (none: no forward)
+  std::vector<SequenceFork> fork;       // forked after end_lookahead, before the forward
+  // Recording sequences whose window scores every rank gathers, after the forks (collective).
+  std::vector<uint64_t> gather_scores;
+  std::vector<StepEntry> entries;  // one ragged forward (none: no forward)
 
   bool empty() const {
     return report.empty() && release.empty() && start.empty() && end_lookahead.empty() &&
-           entries.empty();
+           fork.empty() && gather_scores.empty() && entries.empty();
   }
   size_t tokens() const;
 };

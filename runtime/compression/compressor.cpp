@@ -46,10 +46,8 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
   scores_[layer] =
       score_observations(q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_,
                          head_dim_, c, peak ? &budget_scores_[layer] : nullptr, *backend_);
-  if (const auto& merge = group().merge_replicas) {
-    merge(scores_[layer], c.gqa);
-    if (peak) merge(budget_scores_[layer], c.gqa);
-  }
+  merge_replica_scores(group(), scores_[layer], kv_heads_, c.gqa);
+  if (peak) merge_replica_scores(group(), budget_scores_[layer], kv_heads_, c.gqa);
 }
 
 void Compressor::observe(size_t layer, const float* q, size_t q_stride, size_t rows) {

@@ -105,7 +105,7 @@ std::vector<size_t> HeadSelector::allocate(const std::vector<const float*>& gain
         }
       }
     }
-    if (group_.exchange) group_.exchange(gains.data);
+    exchange_gains(group_, gains.data);
     const size_t base = layer_base(0);
     const size_t total = rows * base;
     budgets = topk ? allocate_topk(gains, total, base, config_.alpha)

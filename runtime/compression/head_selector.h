@@ -42,7 +42,7 @@ class HeadSelector {
   // reads none: full, streaming, or nothing evicted) and budget scores (null: the scores).
   // When it evicts, every policy but streaming records the layer's row of report.budgets
   // (sized [n_layers][model kv heads] on first use) and report.allocate_s; the Ada-KV ones
-  // (adakv, ada-pyramid) call group().exchange once, so every rank must call in step.
+  // (adakv, ada-pyramid) exchange the gain matrix once (exchange_gains), so every rank must call in step.
   std::vector<std::vector<uint32_t>> layer_positions(size_t layer, size_t n, const float* scores,
                                                      const float* budget_scores,
                                                      CompressionReport& report) const;

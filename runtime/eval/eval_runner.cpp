@@ -126,7 +126,7 @@ double EvalResult::answer_nll(size_t run) const {
   return n ? sum / double(n) : std::numeric_limits<double>::quiet_NaN();
 }
 
-EvalResult run_eval(const runtime::Engine& engine, const EvalSpec& spec, const Progress& progress) {
+EvalResult run_eval(runtime::Engine& engine, const EvalSpec& spec, const Progress& progress) {
   if (spec.lengths.empty() || spec.depths.empty() || spec.trials == 0) {
     throw std::invalid_argument("the grid is empty: give lengths, depths and trials >= 1");
   }
@@ -188,7 +188,7 @@ EvalResult run_eval(const runtime::Engine& engine, const EvalSpec& spec, const P
         rec.answer = s.answer;
         rec.build_s = seconds_since(t0);
 
-        const auto outs = engine.generate_policies(req, configs);
+        const auto outs = runtime::generate_policies(engine, req, configs);
         for (const auto& o : outs) {
           TrialRecord::Run run;
           run.output = o.text;

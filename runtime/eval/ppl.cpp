@@ -72,7 +72,7 @@ double PplResult::kv_kept(size_t run) const {
   return records.empty() ? kNaN : sum / double(records.size());
 }
 
-PplResult run_ppl(const runtime::Engine& engine, const PplSpec& spec, const PplProgress& progress) {
+PplResult run_ppl(runtime::Engine& engine, const PplSpec& spec, const PplProgress& progress) {
   if (spec.lengths.empty() || spec.trials == 0) {
     throw std::invalid_argument("the grid is empty: give lengths and trials >= 1");
   }
@@ -125,7 +125,7 @@ PplResult run_ppl(const runtime::Engine& engine, const PplSpec& spec, const PplP
       req.kv_dtype = spec.kv_dtype;
       const std::vector<int32_t> continuation(tokens.begin() + rec.offset + len,
                                               tokens.begin() + rec.offset + span);
-      const auto scores = engine.score_continuation(req, continuation, configs);
+      const auto scores = runtime::score_continuation(engine, req, continuation, configs);
       for (const auto& s : scores) {
         PplRecord::Run run;
         for (size_t i = 0; i < s.nll.size(); ++i) {

@@ -19,7 +19,10 @@ class PagedBatch : public model::KvBatch {
   struct Entry {
     PagedKvCache* cache;
     size_t tokens;
-    bool logits;
+    bool logits;  // of the last row, or of every row of a scored text
+    // A known text after the prompt (teacher forcing): several rows of it take the prompt
+    // rows' numerics, as every text taken in parallel does.
+    bool scored_text = false;
     // Layers [layer_begin, layer_end) run (a prompt prefilled layer by layer; the batch's last
     // entry), with the residual stream carried in `residual` ([tokens][d_model]) between them.
     size_t layer_begin = 0;
@@ -32,8 +35,14 @@ class PagedBatch : public model::KvBatch {
   size_t size() const override { return entries_.size(); }
   size_t tokens(size_t s) const override { return entries_[s].tokens; }
   size_t next_position(size_t s) const override { return entries_[s].cache->next_position(); }
-  bool wants_logits(size_t s) const override { return entries_[s].logits; }
-  bool is_prompt(size_t s) const override { return entries_[s].cache->in_prompt(); }
+  size_t logit_rows(size_t s) const override {
+    const Entry& e = entries_[s];
+    return e.logits ? (e.scored_text ? e.tokens : 1) : 0;
+  }
+  bool is_prompt(size_t s) const override {
+    const Entry& e = entries_[s];
+    return (e.scored_text && e.tokens > 1) || e.cache->in_prompt();
+  }
   size_t layer_begin(size_t s) const override { return entries_[s].layer_begin; }
   size_t layer_end(size_t s) const override { return entries_[s].layer_end; }
   float* residual(size_t s) override { return entries_[s].residual; }

@@ -249,7 +249,7 @@ void PagedKvCache::compress_after_lookahead() {
   if (!awaiting_lookahead()) return;
   finish_lookahead();
   const size_t N = report_.prompt_tokens;
-  if (!compressor_.evicts(N)) return;
+  if (compressor_.records() || !compressor_.evicts(N)) return;
   if (config().scope == Scope::kGlobal) return compact_global();
   for (size_t l = 0; l < model_.n_layers; ++l) {
     compact_layer(l, compressor_.take_layer(l, N, report_));

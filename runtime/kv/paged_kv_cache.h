@@ -52,8 +52,6 @@ namespace adakv::runtime {
 
 // The tensor-parallel head group and the report live with the policy (runtime/compression);
 // the names stay here for the engine and the tests.
-using GainExchange = compression::GainExchange;
-using ReplicaScoreMerge = compression::ReplicaScoreMerge;
 using HeadGroup = compression::HeadGroup;
 using CompressionReport = compression::CompressionReport;
 
@@ -75,7 +73,8 @@ class PagedKvCache : public model::KvCache {
   // the first forward.
   void begin_prompt(size_t n_prompt, bool defer_scoring);
   // Look-ahead done: scores every layer from the window's and the look-ahead tokens' queries,
-  // rolls the cache back to the prompt, and compacts it in place under this cache's policy.
+  // rolls the cache back to the prompt, and compacts it in place under this cache's policy
+  // (a recording cache keeps every row: finish_lookahead()).
   void compress_after_lookahead();
 
   size_t next_position() const override { return position_; }
@@ -110,6 +109,7 @@ class PagedKvCache : public model::KvCache {
   // Bytes the same tokens take uncompressed in the same pool (block rounding included).
   size_t full_bytes() const;
   const CompressionReport& report() const { return report_; }
+  const compression::CompressionConfig& config() const { return compressor_.config(); }
 
   // Window scores of each layer after a recording prefill (and finish_lookahead(), with
   // look-ahead): [layer] -> [kv head][prefix].
@@ -137,7 +137,6 @@ class PagedKvCache : public model::KvCache {
     size_t synced = 0;  // leading block ids already in the backend's table
   };
 
-  const compression::CompressionConfig& config() const { return compressor_.config(); }
   kernels::Backend& backend() const { return pool_.backend(); }
   // A whole prompt in one forward: causal attention over the raw q/k/v, then only the rows
   // the policy keeps go to the blocks (scope layer), or every row (the rest).

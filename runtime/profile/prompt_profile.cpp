@@ -5,7 +5,7 @@
 
 namespace adakv::profile {
 
-HeadProfile profile_prompt(const runtime::Engine& engine, const ProfileRequest& req) {
+HeadProfile profile_prompt(runtime::Engine& engine, const ProfileRequest& req) {
   const auto& cfg = engine.model().config();
   const size_t n = req.prompt.size();
   if (n == 0) throw std::invalid_argument("the prompt is empty");
@@ -27,7 +27,7 @@ HeadProfile profile_prompt(const runtime::Engine& engine, const ProfileRequest& 
   g.compression = req.policy;
   g.kv_dtype = req.kv_dtype;
   g.block_tokens = req.block_tokens;
-  const auto rec = engine.record_prompt(g);
+  const auto rec = runtime::record_prompt(engine, g);
   auto profile = profile_heads(rec.scores, rec.kept, n, req.policy, req.thresholds);
   profile.prefill_s = rec.prefill_s;
   return profile;

@@ -8,6 +8,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/kv/block_pool.h"
+#include "runtime/policy_fork.h"
 #include "tests/e2e/model_fixture.h"
 
 namespace {
@@ -90,7 +91,7 @@ void expect_shared_prefill_matches_separate(adakv::runtime::Engine& engine,
   req.prompt = prompt;
   req.max_tokens = 12;
   req.stop_at_eos = false;
-  const auto shared = engine.generate_policies(req, policies);
+  const auto shared = adakv::runtime::generate_policies(engine, req, policies);
   ASSERT_EQ(shared.size(), policies.size());
   for (size_t i = 0; i < policies.size(); ++i) {
     SCOPED_TRACE(adakv::compression::to_string(policies[i].policy));

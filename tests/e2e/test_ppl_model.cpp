@@ -14,6 +14,7 @@
 
 #include "runtime/contiguous_kv_cache.h"
 #include "runtime/engine.h"
+#include "runtime/policy_fork.h"
 #include "tests/e2e/model_fixture.h"
 #include "tests/e2e/run_adakv.h"
 
@@ -53,7 +54,7 @@ TEST_F(PplModel, FullCacheScoresEqualOnePlainForwardAndFullBudgetChangesNothing)
   const std::vector<CompressionConfig> policies = {
       policy(Policy::kFull, 1.0), policy(Policy::kAdaKV, 1.0), policy(Policy::kSnapKV, 0.2),
       policy(Policy::kAdaKV, 0.2)};
-  const auto scores = engine_->score_continuation(req, continuation, policies);
+  const auto scores = adakv::runtime::score_continuation(*engine_, req, continuation, policies);
   ASSERT_EQ(scores.size(), 4u);
 
   // The same numbers from one forward over prompt + continuation in a contiguous cache.
@@ -103,14 +104,14 @@ TEST_F(PplModel, BadContinuationsNameTheProblem) {
   req.prompt = text(0, 100);
   const std::vector<CompressionConfig> policies = {policy(Policy::kFull, 1.0)};
   try {
-    engine_->score_continuation(req, text(100, 1), policies);
+    adakv::runtime::score_continuation(*engine_, req, text(100, 1), policies);
     FAIL() << "a 1-token continuation was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("at least 2 tokens"), std::string::npos) << e.what();
   }
   req.prompt.assign(8190, 42);
   try {
-    engine_->score_continuation(req, text(100, 10), policies);
+    adakv::runtime::score_continuation(*engine_, req, text(100, 10), policies);
     FAIL() << "a continuation past the context was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("do not fit the model's context of 8192"),
@@ -118,7 +119,8 @@ TEST_F(PplModel, BadContinuationsNameTheProblem) {
         << e.what();
   }
   req.prompt = text(0, 100);
-  EXPECT_THROW(engine_->score_continuation(req, {1, -3}, policies), std::invalid_argument);
+  EXPECT_THROW(adakv::runtime::score_continuation(*engine_, req, {1, -3}, policies),
+               std::invalid_argument);
 }
 
 // eval passkey/niah score a right answer in each policy's cache from the same prefill that
@@ -130,8 +132,8 @@ TEST_F(PplModel, GeneratePoliciesScoresTheReferenceLikeScoreContinuation) {
   req.reference = text(600, 20);
   const std::vector<CompressionConfig> policies = {policy(Policy::kFull, 1.0),
                                                    policy(Policy::kAdaKV, 0.2)};
-  const auto results = engine_->generate_policies(req, policies);
-  const auto scores = engine_->score_continuation(req, req.reference, policies);
+  const auto results = adakv::runtime::generate_policies(*engine_, req, policies);
+  const auto scores = adakv::runtime::score_continuation(*engine_, req, req.reference, policies);
   for (size_t p = 0; p < 2; ++p) {
     ASSERT_EQ(results[p].reference_nll.size(), 20u);
     // Token 0 comes from the prefill's logits: the same for every policy.
@@ -142,7 +144,7 @@ TEST_F(PplModel, GeneratePoliciesScoresTheReferenceLikeScoreContinuation) {
   }
   EXPECT_NE(results[1].reference_nll, results[0].reference_nll);
   req.reference.assign(8000, 42);
-  EXPECT_THROW(engine_->generate_policies(req, policies), std::invalid_argument);
+  EXPECT_THROW(adakv::runtime::generate_policies(*engine_, req, policies), std::invalid_argument);
 }
 
 TEST(PplCli, EvalPplWritesTheTableAndJson) {

@@ -10,20 +10,21 @@ namespace {
 
 EngineCommand sample() {
   EngineCommand c;
-  c.op = EngineOp::kGeneratePolicies;
-  c.request.prompt = {1, 2, 3, 49151};
-  c.request.max_tokens = 77;
-  c.request.sampling.temperature = 0.5f;
-  c.request.sampling.seed = 42;
-  c.request.stop_at_eos = false;
-  c.request.compression.budget_ratio = 0.3;
-  c.request.compression.scope = compression::Scope::kGlobal;
-  c.request.kv_dtype = kernels::KvDtype::kE4M3;
-  c.request.block_tokens = 32;
-  c.policies.resize(2);
-  c.policies[1].policy = compression::Policy::kSnapKV;
-  c.policies[1].budget_tokens = 128;
-  c.continuation = {7, 8, 9};
+  c.op = EngineOp::kStep;
+  SequenceFork f;
+  f.id = 8;
+  f.source = 7;
+  f.compression.policy = compression::Policy::kSnapKV;
+  f.compression.budget_tokens = 128;
+  f.compression.scope = compression::Scope::kGlobal;
+  c.plan.fork = {f};
+  c.plan.gather_scores = {7};
+  StepEntry e;
+  e.id = 8;
+  e.tokens = {1, 2, 3, 49151};
+  e.logits = true;
+  e.scored_text = true;
+  c.plan.entries = {e};
   return c;
 }
 
@@ -31,19 +32,17 @@ TEST(EngineCommand, RoundTrips) {
   const auto c = sample();
   const auto d = decode_command(encode_command(c));
   EXPECT_EQ(d.op, c.op);
-  EXPECT_EQ(d.request.prompt, c.request.prompt);
-  EXPECT_EQ(d.request.max_tokens, 77u);
-  EXPECT_EQ(d.request.sampling.temperature, 0.5f);
-  EXPECT_EQ(d.request.sampling.seed, 42u);
-  EXPECT_FALSE(d.request.stop_at_eos);
-  EXPECT_EQ(d.request.compression.budget_ratio, 0.3);
-  EXPECT_EQ(d.request.compression.scope, compression::Scope::kGlobal);
-  EXPECT_EQ(d.request.kv_dtype, kernels::KvDtype::kE4M3);
-  EXPECT_EQ(d.request.block_tokens, 32u);
-  ASSERT_EQ(d.policies.size(), 2u);
-  EXPECT_EQ(d.policies[1].policy, compression::Policy::kSnapKV);
-  EXPECT_EQ(d.policies[1].budget_tokens, 128u);
-  EXPECT_EQ(d.continuation, c.continuation);
+  ASSERT_EQ(d.plan.fork.size(), 1u);
+  EXPECT_EQ(d.plan.fork[0].id, 8u);
+  EXPECT_EQ(d.plan.fork[0].source, 7u);
+  EXPECT_EQ(d.plan.fork[0].compression.policy, compression::Policy::kSnapKV);
+  EXPECT_EQ(d.plan.fork[0].compression.budget_tokens, 128u);
+  EXPECT_EQ(d.plan.fork[0].compression.scope, compression::Scope::kGlobal);
+  EXPECT_EQ(d.plan.gather_scores, c.plan.gather_scores);
+  ASSERT_EQ(d.plan.entries.size(), 1u);
+  EXPECT_EQ(d.plan.entries[0].tokens, c.plan.entries[0].tokens);
+  EXPECT_TRUE(d.plan.entries[0].logits);
+  EXPECT_TRUE(d.plan.entries[0].scored_text);
   EXPECT_EQ(decode_command(encode_command(EngineCommand{})).op, EngineOp::kShutdown);
 }
 

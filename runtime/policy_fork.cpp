@@ -1,0 +1,311 @@
+#include "runtime/policy_fork.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/sampler.h"
+
+namespace adakv::runtime {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// log_softmax of one row of logits, in double.
+void log_softmax(const float* row, size_t n, std::vector<double>& out) {
+  out.resize(n);
+  const double max = *std::max_element(row, row + n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(double(row[i]) - max);
+  const double log_sum = max + std::log(sum);
+  for (size_t i = 0; i < n; ++i) out[i] = double(row[i]) - log_sum;
+}
+
+void check_policies(const std::vector<compression::CompressionConfig>& policies) {
+  if (policies.empty()) throw std::invalid_argument("no compression policy given");
+  for (const auto& p : policies) {
+    p.validate();
+    if (!p.same_scoring(policies.front())) {
+      throw std::invalid_argument(
+          "policies forked from one prefill must share its window, pooling (kernel, sink, "
+          "shift), GQA aggregation and look-ahead");
+    }
+  }
+}
+
+// The recording sequence of one prompt on the engine's steps, and the forks made from it.
+class ForkedPrompt {
+ public:
+  // Configures the engine's pool for `copies` caches besides the recording, each of the prompt
+  // plus `room` tokens (so that no step can run out of blocks).
+  ForkedPrompt(Engine& engine, const GenerateRequest& req,
+               const std::vector<compression::CompressionConfig>& policies, size_t room,
+               size_t copies)
+      : engine_(engine), req_(req), scoring_(policies.front()) {
+    for (const auto& p : policies) {
+      lookahead_ = std::max(lookahead_, engine.lookahead_steps(p, req.prompt.size()));
+    }
+    const auto& cfg = engine.model().local_config();
+    const size_t n = req.prompt.size();
+    const size_t blocks_per_head =
+        (n + std::max(room, lookahead_) + req.block_tokens - 1) / req.block_tokens;
+    ServingConfig config;
+    config.block_tokens = req.block_tokens;
+    config.kv_dtype = req.kv_dtype;
+    config.kv_pool_blocks = (copies + 1) * blocks_per_head * cfg.n_layers * cfg.n_kv_heads;
+    config.max_num_seqs = copies + 1;
+    config.max_num_batched_tokens = n;
+    config.prefill_chunk = n;
+    engine.reset_stats();
+    engine.configure_steps(config);
+  }
+
+  // The prompt in one entry, then its greedy look-ahead (EOS ends it early); the recording is
+  // ready to fork at the next plan (which must end its look-ahead: see fork_plan).
+  void prefill() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t vocab = engine_.model().config().vocab_size;
+    StepPlan plan;
+    SequenceStart start;
+    start.id = kSource;
+    start.prompt_tokens = static_cast<uint32_t>(req_.prompt.size());
+    start.lookahead = static_cast<uint32_t>(lookahead_);
+    start.record_scores = true;
+    start.compression = scoring_;
+    plan.start = {start};
+    plan.entries = {StepEntry{kSource, req_.prompt, true}};
+    prefill_logits_ = engine_.execute_step(plan).logits;
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<float> logits = prefill_logits_;
+    for (size_t step = 0; step < lookahead_; ++step) {
+      const int32_t next = argmax(logits.data(), vocab);
+      if (next == engine_.tokenizer().eos_id()) break;
+      StepPlan look;
+      look.entries = {StepEntry{kSource, {next}, true}};
+      logits = engine_.execute_step(look).logits;
+    }
+    lookahead_s_ = seconds_since(t1);
+    prefill_s_ = seconds_since(t0);
+  }
+
+  // A plan that ends the recording's look-ahead (scoring it) and forks it under `policies`,
+  // whose new sequence ids go to `ids`.
+  StepPlan fork_plan(const std::vector<compression::CompressionConfig>& policies,
+                     std::vector<uint64_t>& ids) {
+    StepPlan plan;
+    plan.end_lookahead = {kSource};
+    ids.clear();
+    for (const auto& p : policies) {
+      ids.push_back(next_id_++);
+      plan.fork.push_back(SequenceFork{ids.back(), kSource, p});
+    }
+    return plan;
+  }
+
+  static constexpr uint64_t kSource = 1;
+  Engine& engine_;
+  const GenerateRequest& req_;
+  compression::CompressionConfig scoring_;
+  size_t lookahead_ = 0;
+  std::vector<float> prefill_logits_;  // [vocab]: the prompt's last row
+  double prefill_s_ = 0, lookahead_s_ = 0;
+  uint64_t next_id_ = kSource + 1;
+};
+
+// An entry of a known text: every row's logits, prompt-row numerics.
+StepEntry scored_text(uint64_t id, const std::vector<int32_t>& tokens) {
+  StepEntry e{id, tokens, true};
+  e.scored_text = true;
+  return e;
+}
+
+}  // namespace
+
+std::vector<GenerateResult> generate_policies(
+    Engine& engine, const GenerateRequest& req,
+    const std::vector<compression::CompressionConfig>& policies) {
+  if (!engine.is_root()) throw std::logic_error("generate_policies() runs on rank 0");
+  check_policies(policies);
+  const size_t max_new = engine.check_request(req), n_prompt = req.prompt.size();
+  const size_t vocab = engine.model().config().vocab_size;
+  const int32_t eos = engine.tokenizer().eos_id();
+  // Every policy's fork at once, then (with a reference) one more fork at a time.
+  ForkedPrompt job(engine, req, policies, std::max(max_new, req.reference.size()),
+                   policies.size() + (req.reference.empty() ? 0 : 1));
+  job.prefill();
+  std::vector<uint64_t> ids;
+  engine.execute_step(job.fork_plan(policies, ids));
+
+  // Every policy decodes from the prefill's logits; one step per token for all still running.
+  const size_t B = policies.size();
+  std::vector<GenerateResult> results(B);
+  std::vector<Sampler> samplers(B, Sampler(req.sampling));
+  std::vector<tokenizer::StreamDecoder> streams(B, tokenizer::StreamDecoder(engine.tokenizer()));
+  std::vector<size_t> running(B), row(B, 0);
+  for (size_t b = 0; b < B; ++b) running[b] = b;
+  for (auto& r : results) r.finish_reason = "length";
+  std::vector<float> logits = job.prefill_logits_;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t step = 0; step < max_new && !running.empty(); ++step) {
+    StepPlan plan;
+    std::vector<size_t> next_running;
+    for (size_t b : running) {
+      GenerateResult& result = results[b];
+      const int32_t next = samplers[b].sample(logits.data() + row[b] * vocab, vocab);
+      result.tokens.push_back(next);
+      if (req.stop_at_eos && next == eos) {
+        result.finish_reason = "stop";
+        continue;
+      }
+      result.text += streams[b].push(next);
+      // The last token needs no forward: nothing will read its logits.
+      if (step + 1 < max_new) {
+        row[b] = next_running.size();
+        plan.entries.push_back(StepEntry{ids[b], {next}, true});
+        next_running.push_back(b);
+      }
+    }
+    running = std::move(next_running);
+    if (!running.empty()) logits = engine.execute_step(plan).logits;
+  }
+  const double decode_s = seconds_since(t0);
+
+  // The forks' KV reports (collective), and the recording's for its scoring time.
+  StepPlan report;
+  report.report = ids;
+  report.report.push_back(ForkedPrompt::kSource);
+  report.release = ids;
+  StepResult reported = engine.execute_step(report);
+  const CompressionReport& recording = reported.reports.back().compression;
+  for (size_t b = 0; b < B; ++b) {
+    GenerateResult& r = results[b];
+    GenerateResult& kv = reported.reports[b];
+    kv.tokens = std::move(r.tokens);
+    kv.text = std::move(r.text) + streams[b].flush();
+    kv.finish_reason = r.finish_reason;
+    kv.prefill_s = job.prefill_s_;
+    kv.decode_s = decode_s;
+    kv.compression.score_s = recording.score_s;
+    if (engine.lookahead_steps(policies[b], n_prompt) > 0) {  // full and streaming use no scores
+      kv.compression.lookahead_s = job.lookahead_s_;
+      kv.compression.lookahead_tokens = recording.lookahead_tokens;
+    }
+    r = std::move(kv);
+  }
+
+  // The reference answer through a fresh fork of each policy; token 0 follows the prompt (the
+  // prefill's logits), token i the row of token i - 1.
+  if (!req.reference.empty()) {
+    const size_t n = req.reference.size();
+    std::vector<double> lp;
+    std::vector<uint64_t> last;
+    for (size_t b = 0; b < B; ++b) {
+      std::vector<uint64_t> fork;
+      StepPlan plan = job.fork_plan({policies[b]}, fork);
+      plan.end_lookahead.clear();
+      plan.release = last;
+      plan.entries = {scored_text(fork[0], req.reference)};
+      const std::vector<float> ref = engine.execute_step(plan).logits;
+      last = fork;
+      auto& nll = results[b].reference_nll;
+      nll.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        const float* r = i == 0 ? job.prefill_logits_.data() : ref.data() + (i - 1) * vocab;
+        log_softmax(r, vocab, lp);
+        nll[i] = -lp[size_t(req.reference[i])];
+      }
+    }
+  }
+  return results;
+}
+
+std::vector<ContinuationScore> score_continuation(
+    Engine& engine, const GenerateRequest& req, const std::vector<int32_t>& continuation,
+    const std::vector<compression::CompressionConfig>& policies) {
+  if (!engine.is_root()) throw std::logic_error("score_continuation() runs on rank 0");
+  check_policies(policies);
+  engine.check_request(req);
+  const size_t context = engine.context_length(), vocab = engine.model().config().vocab_size;
+  const size_t C = continuation.size();
+  if (C < 2) throw std::invalid_argument("the continuation to score needs at least 2 tokens");
+  if (req.prompt.size() + C > context) {
+    throw std::invalid_argument("prompt (" + std::to_string(req.prompt.size()) +
+                                " tokens) plus continuation (" + std::to_string(C) +
+                                ") do not fit the model's context of " + std::to_string(context));
+  }
+  for (int32_t id : continuation) {
+    if (id < 0 || size_t(id) >= vocab) {
+      throw std::invalid_argument("continuation token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " + std::to_string(vocab));
+    }
+  }
+  ForkedPrompt job(engine, req, policies, C, policies.size());
+  job.prefill();
+  std::vector<uint64_t> ids;
+  engine.execute_step(job.fork_plan(policies, ids));
+
+  // The reference: the uncompressed prompt, continued (rows 0..C-2 predict tokens 1..C-1);
+  // and every fork's bytes right after its fork, summed over the ranks.
+  StepPlan plan;
+  plan.report = ids;
+  plan.entries = {scored_text(ForkedPrompt::kSource, continuation)};
+  StepResult full = engine.execute_step(plan);
+  std::vector<std::vector<double>> reference(C - 1);
+  std::vector<size_t> reference_top;
+  for (size_t i = 0; i + 1 < C; ++i) {
+    const float* row = full.logits.data() + i * vocab;
+    log_softmax(row, vocab, reference[i]);
+    reference_top.push_back(size_t(argmax(row, vocab)));
+  }
+  full.logits = {};
+
+  std::vector<ContinuationScore> scores(policies.size());
+  std::vector<double> lp;
+  for (size_t p = 0; p < policies.size(); ++p) {
+    const auto t1 = std::chrono::steady_clock::now();
+    StepPlan step;
+    if (p > 0) step.release = {ids[p - 1]};  // its blocks go back before this forward
+    step.entries = {scored_text(ids[p], continuation)};
+    const std::vector<float> logits = engine.execute_step(step).logits;
+    ContinuationScore& s = scores[p];
+    s.kv_after_prefill_bytes = full.reports[p].kv_after_prefill_bytes;
+    s.kv_full_after_prefill_bytes = full.reports[p].kv_full_after_prefill_bytes;
+    s.prefill_s = job.prefill_s_;
+    for (size_t i = 0; i + 1 < C; ++i) {
+      const float* row = logits.data() + i * vocab;
+      log_softmax(row, vocab, lp);
+      double kl = 0;
+      for (size_t v = 0; v < vocab; ++v) {
+        kl += std::exp(reference[i][v]) * (reference[i][v] - lp[v]);
+      }
+      s.nll.push_back(-lp[size_t(continuation[i + 1])]);
+      s.kl.push_back(std::max(kl, 0.0));
+      s.agrees.push_back(size_t(argmax(row, vocab)) == reference_top[i]);
+    }
+    s.forward_s = seconds_since(t1);
+  }
+  return scores;
+}
+
+RecordedPrompt record_prompt(Engine& engine, const GenerateRequest& req) {
+  if (!engine.is_root()) throw std::logic_error("record_prompt() runs on rank 0");
+  engine.check_request(req);
+  ForkedPrompt job(engine, req, {req.compression}, 0, 1);
+  job.prefill();
+  std::vector<uint64_t> ids;
+  StepPlan plan = job.fork_plan({req.compression}, ids);
+  plan.gather_scores = {ForkedPrompt::kSource};
+  RecordedPrompt rec;
+  rec.scores = std::move(engine.execute_step(plan).scores.at(ForkedPrompt::kSource));
+  StepPlan report;
+  report.report = ids;
+  rec.kept = std::move(engine.execute_step(report).reports.at(0).compression.kept);
+  rec.prefill_s = job.prefill_s_;
+  return rec;
+}
+
+}  // namespace adakv::runtime

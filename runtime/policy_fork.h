@@ -1,0 +1,62 @@
+// One prompt prefilled once and forked into several compression policies, run as steps of the
+// engine (Engine::execute_step) like any request: a recording sequence takes the prompt in one
+// entry and decodes its look-ahead, then each policy gets a fork of it (StepPlan::fork: what
+// the policy keeps of the recorded prompt, as if prefilled under it). The forks decode together,
+// one step for all, or score a known text. What eval, profile and `generate --compare` run.
+//
+// Rank 0 only. Each call reconfigures the engine's step pool for its own sequences (the
+// caches of an earlier serving loop are dropped). Every policy must share the first one's
+// window, pooling, GQA aggregation and look-ahead (the recorded scores depend on them); the
+// prefill's outputs do not depend on the policy.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/compression/config.h"
+#include "runtime/engine.h"
+
+namespace adakv::runtime {
+
+// What a recording prefill saw, for the whole model (every rank's heads): the window scores
+// [layer][model kv head][prefix] and the tokens `policy` keeps per [layer][model kv head].
+struct RecordedPrompt {
+  std::vector<std::vector<float>> scores;
+  std::vector<std::vector<size_t>> kept;
+  double prefill_s = 0;
+};
+
+// How well one policy's cache predicts a known continuation of the prompt (teacher forcing).
+// Position i scores continuation token i + 1 from the prompt and tokens 0..i; token 0 is left
+// out, since the prefill's logits predict it and they do not depend on the policy.
+struct ContinuationScore {
+  std::vector<double> nll;      // [continuation - 1]: -log p(token), natural log
+  std::vector<double> kl;       // KL(full cache || this cache) of the next-token distributions
+  std::vector<uint8_t> agrees;  // 1 where the argmax equals the full cache's
+  size_t kv_after_prefill_bytes = 0;
+  size_t kv_full_after_prefill_bytes = 0;
+  double prefill_s = 0;  // the shared prefill (and look-ahead)
+  double forward_s = 0;  // this policy's continuation forward
+};
+
+// Each policy decodes from its fork of one prefill of request.prompt (request.compression is
+// ignored); results are parallel to `policies`. With request.reference, each policy also scores
+// that answer on a second fork (GenerateResult::reference_nll). Throws std::invalid_argument
+// naming a bad request or policy.
+std::vector<GenerateResult> generate_policies(
+    Engine& engine, const GenerateRequest& request,
+    const std::vector<compression::CompressionConfig>& policies);
+
+// Perplexity under compression: `continuation` goes through each policy's fork in one forward
+// and is scored against the uncompressed prompt's predictions of the same tokens. Throws
+// std::invalid_argument when the continuation has fewer than 2 tokens or prompt plus
+// continuation do not fit the context. Results are parallel to `policies`.
+std::vector<ContinuationScore> score_continuation(
+    Engine& engine, const GenerateRequest& request, const std::vector<int32_t>& continuation,
+    const std::vector<compression::CompressionConfig>& policies);
+
+// Prefills request.prompt recording the window scores of every head, and forks it under
+// request.compression (for adakv profile). No token is generated.
+RecordedPrompt record_prompt(Engine& engine, const GenerateRequest& request);
+
+}  // namespace adakv::runtime
