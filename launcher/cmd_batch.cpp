@@ -18,9 +18,9 @@
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
 #include "runtime/engine.h"
-#include "runtime/llm_engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/request_json.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -45,7 +45,7 @@ nlohmann::json error_line(size_t index, const std::string& message, const std::s
 class Progress {
  public:
   Progress(size_t total, bool quiet) : total_(total), quiet_(quiet), t0_(now()) {}
-  void update(const runtime::LlmEngine& loop, size_t done, bool final = false) {
+  void update(const runtime::Engine& loop, size_t done, bool final = false) {
     const double t = now();
     if (quiet_ || (!final && t - last_ < 0.2)) return;
     last_ = t;
@@ -73,7 +73,7 @@ class Progress {
 int run_batch(const BatchOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Engine engine(model_path, tp_group());
+  runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
 
   std::ifstream in(o.input);
@@ -99,7 +99,7 @@ int run_batch(const BatchOptions& o) {
         stderr, "[adakv] %s\n",
         describe_pool(serving, engine.model().local_config(), o.compression.kv_dtype).c_str());
   }
-  runtime::LlmEngine loop(engine, serving);
+  runtime::Engine loop(engine, serving);
 
   // Lines are read and queued up front; results are written in input order as they complete.
   std::map<size_t, nlohmann::json> ready;

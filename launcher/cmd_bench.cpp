@@ -21,8 +21,8 @@
 #include "launcher/compression_flags.h"
 #include "launcher/job.h"
 #include "runtime/engine.h"
-#include "runtime/llm_engine.h"
 #include "runtime/model_registry.h"
+#include "runtime/worker.h"
 
 #ifndef ADAKV_SOURCE_DIR
 #define ADAKV_SOURCE_DIR "."
@@ -96,7 +96,7 @@ std::string quote(const std::string& s) {
 }
 
 // The benchmark text's token ids, once.
-std::vector<int32_t> text_ids(runtime::Engine& engine, const std::string& path) {
+std::vector<int32_t> text_ids(runtime::Worker& engine, const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read benchmark text " + path);
   std::stringstream ss;
@@ -119,7 +119,7 @@ double kv_bytes_per_token(const model::ModelConfig& cfg, kernels::KvDtype dtype)
   return double(cfg.n_layers * cfg.n_kv_heads) * layout.block_bytes() / layout.block_tokens;
 }
 
-runtime::GenerateResult run_engine(runtime::Engine& engine, const std::vector<int32_t>& ids,
+runtime::GenerateResult run_engine(runtime::Worker& engine, const std::vector<int32_t>& ids,
                                    size_t length, const compression::CompressionConfig& policy,
                                    const BenchOptions& o) {
   runtime::GenerateRequest req;
@@ -128,7 +128,7 @@ runtime::GenerateResult run_engine(runtime::Engine& engine, const std::vector<in
   req.stop_at_eos = false;
   req.compression = policy;
   req.kv_dtype = o.compression.dtype();
-  return engine.generate(req);
+  return runtime::generate(engine, req);
 }
 
 compression::CompressionConfig full_cache() {
@@ -137,7 +137,7 @@ compression::CompressionConfig full_cache() {
   return full;
 }
 
-Speeds measure_adakv(runtime::Engine& engine, const std::vector<int32_t>& ids, size_t length,
+Speeds measure_adakv(runtime::Worker& engine, const std::vector<int32_t>& ids, size_t length,
                      const BenchOptions& o) {
   Speeds s;
   for (int r = 0; r < o.repeats; ++r) {
@@ -152,7 +152,7 @@ Speeds measure_adakv(runtime::Engine& engine, const std::vector<int32_t>& ids, s
 // engine, each with its own `batch_prompt`-token prompt. Only steps that decode every sequence
 // at once count (no prefill rows in them), timed as the engine's forward, as llama-batched-bench
 // times its llama_decode calls. The run ends once `batch_decode_tokens` such steps are timed.
-double measure_batched_once(runtime::Engine& engine, const std::vector<int32_t>& text,
+double measure_batched_once(runtime::Worker& engine, const std::vector<int32_t>& text,
                             const BenchOptions& o) {
   const auto& local = engine.model().local_config();
   const size_t max_tokens = o.batch_decode_tokens + kBatchSlack;
@@ -164,7 +164,7 @@ double measure_batched_once(runtime::Engine& engine, const std::vector<int32_t>&
   config.max_num_seqs = o.batch_seqs;
   config.max_num_batched_tokens = std::max<size_t>(2048, 2 * o.batch_seqs);
   config.prefill_chunk = 512;
-  runtime::LlmEngine loop(engine, config);
+  runtime::Engine loop(engine, config);
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < o.batch_seqs; ++i) {
     runtime::Request r;
@@ -296,7 +296,7 @@ PeerResults measure_llama_batched(const std::string& model_path, const std::vect
   });
 }
 
-PolicyRun measure_policy(runtime::Engine& engine, const std::vector<int32_t>& ids, size_t length,
+PolicyRun measure_policy(runtime::Worker& engine, const std::vector<int32_t>& ids, size_t length,
                          const compression::CompressionConfig& policy, const BenchOptions& o) {
   const auto g = run_engine(engine, ids, length, policy, o);
   const auto& c = g.compression;
@@ -314,7 +314,7 @@ std::string cell(bool have, double v, int precision) {
   return buf;
 }
 
-void print_policy_table(runtime::Engine& engine, const std::vector<int32_t>& ids,
+void print_policy_table(runtime::Worker& engine, const std::vector<int32_t>& ids,
                         const BenchOptions& o) {
   const auto policy = o.compression.config();
   const auto full = full_cache();
@@ -354,7 +354,7 @@ int run_bench(const BenchOptions& o) {
     if (kernels::num_threads() > 1) threads.push_back(kernels::num_threads());
   }
   const std::string path = runtime::resolve_model(o.model);
-  runtime::Engine engine(path, tp_group());
+  runtime::Worker engine(path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
   const auto& cfg = engine.model().config();
   const size_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());

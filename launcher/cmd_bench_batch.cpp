@@ -16,8 +16,8 @@
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
 #include "runtime/engine.h"
-#include "runtime/llm_engine.h"
 #include "runtime/model_registry.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -65,11 +65,11 @@ struct LoopRun {
   double wall_s = 0;
 };
 
-LoopRun run_requests(runtime::Engine& engine, const runtime::ServingConfig& config,
+LoopRun run_requests(runtime::Worker& engine, const runtime::ServingConfig& config,
                      const std::vector<runtime::GenerateRequest>& reqs) {
   LoopRun run;
   run.results.resize(reqs.size());
-  runtime::LlmEngine loop(engine, config);
+  runtime::Engine loop(engine, config);
   const double t0 = now_s();
   for (size_t i = 0; i < reqs.size(); ++i) {
     runtime::Request r;
@@ -86,7 +86,7 @@ LoopRun run_requests(runtime::Engine& engine, const runtime::ServingConfig& conf
 int run_bench_batch(const BenchBatchOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Engine engine(model_path, tp_group());
+  runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
   std::ifstream in(o.text_file);
   if (!in) throw std::runtime_error("cannot read benchmark text " + o.text_file);

@@ -17,13 +17,13 @@
 #include "launcher/compression_flags.h"
 #include "launcher/eval_runs.h"
 #include "launcher/job.h"
-#include "runtime/engine.h"
 #include "runtime/eval/eval_report.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/niah.h"
 #include "runtime/eval/svg_plot.h"
 #include "runtime/model_registry.h"
 #include "runtime/svg_output.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -193,7 +193,7 @@ int run_eval_command(const EvalOptions& o) {
   }
   spec.runs = eval_runs(o.compression, o.policies, o.budgets);
 
-  runtime::Engine engine(runtime::resolve_model(o.model), tp_group());
+  runtime::Worker engine(runtime::resolve_model(o.model), tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
   std::fprintf(stderr,
                "[eval] %s: %zu prompts (%zu lengths x %zu depths x %zu trials), %zu runs per "

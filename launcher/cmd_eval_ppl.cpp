@@ -16,11 +16,11 @@
 #include "launcher/compression_flags.h"
 #include "launcher/eval_runs.h"
 #include "launcher/job.h"
-#include "runtime/engine.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/ppl.h"
 #include "runtime/model_registry.h"
 #include "runtime/svg_output.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -50,7 +50,7 @@ int run_ppl_command(const PplOptions& o) {
   spec.text_files = o.text;
   spec.runs = eval_runs(o.compression, o.policies, o.budgets);
 
-  runtime::Engine engine(runtime::resolve_model(o.model), tp_group());
+  runtime::Worker engine(runtime::resolve_model(o.model), tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
   std::fprintf(stderr,
                "[eval] ppl: %zu contexts (%zu lengths x %zu), %zu runs per context, %zu threads\n",

@@ -21,6 +21,7 @@
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/policy_fork.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -44,7 +45,7 @@ struct GenerateOptions {
 };
 
 // One prefill, every policy; answers and memory side by side.
-int run_compare(runtime::Engine& engine, runtime::GenerateRequest req, const GenerateOptions& o,
+int run_compare(runtime::Worker& engine, runtime::GenerateRequest req, const GenerateOptions& o,
                 const std::string& source) {
   std::vector<compression::CompressionConfig> policies = {req.compression};
   for (const auto& name : o.compare) {
@@ -88,7 +89,7 @@ int run_generate(const GenerateOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Engine engine(model_path, tp_group());
+  runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
 
   runtime::GenerateRequest req;
@@ -119,7 +120,7 @@ int run_generate(const GenerateOptions& o) {
       logits_out.write(reinterpret_cast<const char*>(logits), std::streamsize(vocab * 4));
     };
   }
-  const auto r = engine.generate(req, stream, on_logits);
+  const auto r = runtime::generate(engine, req, stream, on_logits);
   if (o.json) {
     std::cout << result_json(r, req.compression, o.compression.kv_dtype, source)
                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)

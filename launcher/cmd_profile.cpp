@@ -17,11 +17,11 @@
 #include "launcher/compression_flags.h"
 #include "launcher/job.h"
 #include "launcher/text_file.h"
-#include "runtime/engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/profile/prompt_profile.h"
 #include "runtime/profile/svg_heatmap.h"
 #include "runtime/svg_output.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -132,7 +132,7 @@ int run_profile(const ProfileOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Engine engine(model_path, tp_group());
+  runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
 
   profile::ProfileRequest req;

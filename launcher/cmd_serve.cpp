@@ -19,11 +19,11 @@
 #include "launcher/engine_flags.h"
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
-#include "runtime/engine.h"
 #include "runtime/model_registry.h"
-#include "runtime/server/async_engine.h"
+#include "runtime/server/front_door.h"
 #include "runtime/server/http_server.h"
 #include "runtime/server/openai_api.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 namespace {
@@ -50,7 +50,7 @@ std::string default_served_name(const std::string& path) {
 int run_serve(const ServeOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Engine engine(model_path, tp_group());
+  runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) {
     // Only rank 0 decides when to stop; it tells the others (a signal that mpirun forwards to
     // every rank must not end a follower in the middle of a step).
@@ -71,7 +71,7 @@ int run_serve(const ServeOptions& o) {
   }
 
   server::ServerMetrics metrics;
-  server::AsyncEngine async(engine, serving, o.max_queue, metrics);
+  server::FrontDoor async(engine, serving, o.max_queue, metrics);
   server::ApiConfig api_config;
   api_config.model_name = o.served_name.empty() ? default_served_name(model_path) : o.served_name;
   api_config.api_key = o.api_key;

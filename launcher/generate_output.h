@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/compression/config.h"
-#include "runtime/engine.h"
+#include "runtime/worker.h"
 
 namespace adakv::cli {
 

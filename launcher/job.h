@@ -1,6 +1,6 @@
 // The process's place in an mpirun job. main() opens the job once (MPI only when mpirun or
-// srun started this process); subcommands build their Engine on tp_group() and, on ranks
-// other than 0, hand control to Engine::follow() so that rank 0 alone talks to the user.
+// srun started this process); subcommands build their Worker on tp_group() and, on ranks
+// other than 0, hand control to Worker::follow() so that rank 0 alone talks to the user.
 #pragma once
 
 #include <memory>

@@ -2,389 +2,245 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <iterator>
 #include <stdexcept>
-
-#include "model/gguf/gguf.h"
-#include "runtime/engine_command.h"
-#include "runtime/kv/block_pool.h"
-#include "runtime/kv/paged_batch.h"
-#include "runtime/llm_engine.h"
 
 namespace adakv::runtime {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-EngineCommand make_command(EngineOp op) {
-  EngineCommand c;
-  c.op = op;
-  return c;
-}
-
-model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::DeviceGroup* tp,
-                             kernels::Backend& backend) {
-  auto config = model::ModelConfig::from_gguf(*file);
-  const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
-  const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
-  auto weights = model::Weights::load(file, config, shard, backend);
-  return model::LlamaModel(std::move(config), std::move(weights), shard, tp, backend);
-}
-
-// The backend named by ADAKV_BACKEND (the cluster config's `backend:`, which `adakv launch`
-// passes to every rank); cpu when unset.
-std::unique_ptr<kernels::Backend> backend_from_env() {
-  const char* name = std::getenv("ADAKV_BACKEND");
-  return kernels::make_backend(kernels::backend_kind_from_string(name && *name ? name : "cpu"));
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
-Engine::Engine(const std::string& path, comm::Communicator* tp)
-    : Engine(std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path)), tp) {}
+Engine::Engine(Worker& engine, const ServingConfig& config)
+    : engine_(engine),
+      scheduler_(config, engine.model().config(), engine.tp_size(),
+                 engine.model().shard().lm_head) {
+  engine_.configure_steps(config);
+}
 
-Engine::Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp)
-    : single_(tp ? nullptr : comm::make_single_communicator()),
-      control_(tp ? *tp : *single_),
-      backend_(backend_from_env()),
-      device_group_(tp && tp->size() > 1
-                        ? std::make_unique<comm::DeviceGroup>(tp->duplicate(), *backend_)
-                        : nullptr),
-      exchange_group_(tp && tp->size() > 1 ? tp->duplicate() : nullptr),
-      model_(load_model(file, device_group_.get(), *backend_)),
-      tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
+uint64_t Engine::add(Request request) {
+  const GenerateRequest& req = request.generate;
+  const size_t max_new = engine_.check_request(req), n_prompt = req.prompt.size();
+  for (const auto& s : request.stop) {
+    if (s.empty()) throw std::invalid_argument("a stop string is empty");
+  }
+  const uint64_t id = next_id_++;
+  auto seq = std::make_shared<ScheduledSeq>();
+  seq->id = id;
+  seq->prompt = req.prompt;
+  seq->compression = req.compression;
+  seq->max_new = max_new;
+  seq->lookahead = engine_.lookahead_steps(req.compression, n_prompt);
+  seq->eos = engine_.tokenizer().eos_id();
+  scheduler_.add(seq);  // throws when the pool can never hold it
 
-Engine::~Engine() {
-  try {
-    shutdown();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "adakv: could not stop the other ranks: %s\n", e.what());
+  Active a(seq, std::move(request), engine_.tokenizer());
+  for (const auto& s : a.request.stop) a.held_back = std::max(a.held_back, s.size() - 1);
+  a.result.prompt_tokens = n_prompt;
+  a.result.finish_reason = "length";
+  a.added_at = now_s();
+  stats_.prompt_tokens += n_prompt;
+  active_.emplace(id, std::move(a));
+  return id;
+}
+
+void Engine::abort(uint64_t id) {
+  const auto it = active_.find(id);
+  if (it == active_.end() || it->second.done) return;
+  end(it->second, "abort");
+}
+
+size_t Engine::free_blocks() const {
+  const BlockPool* pool = engine_.step_pool();
+  return pool ? pool->free_blocks() : 0;
+}
+
+void Engine::run_until_done() {
+  while (has_work()) step();
+}
+
+void Engine::emit(Active& a, bool final) {
+  const std::string& t = a.text;
+  size_t limit = final ? t.size() : (t.size() > a.held_back ? t.size() - a.held_back : 0);
+  // Never split a UTF-8 character.
+  while (limit > a.emitted && limit < t.size() && (uint8_t(t[limit]) & 0xC0) == 0x80) --limit;
+  if (limit <= a.emitted) return;
+  if (a.request.on_text)
+    a.request.on_text(std::string_view(t).substr(a.emitted, limit - a.emitted));
+  a.emitted = limit;
+}
+
+void Engine::end(Active& a, const std::string& reason) {
+  if (reason != "abort" && a.seq->phase == SeqPhase::kLookahead) {
+    a.ending = reason;
+    a.result.finish_reason = reason;
+    emit(a, true);
+    return;
+  }
+  a.done = true;
+  a.result.finish_reason = reason;
+  a.result.decode_s = now_s() - (a.compressed_at > 0 ? a.compressed_at : a.added_at);
+  emit(a, true);
+  if (!scheduler_.finish(a.seq->id, /*report=*/true)) {
+    // It never held a cache: the result is complete now.
+    const uint64_t id = a.seq->id;
+    if (a.request.on_done) a.request.on_done(std::move(a.result));
+    active_.erase(id);
   }
 }
 
-void Engine::shutdown() {
-  if (!is_root() || shut_down_ || tp_size() == 1) return;
-  shut_down_ = true;
-  control_.broadcast(encode_command(EngineCommand{}));
+void Engine::on_token(Active& a, int32_t token) {
+  ScheduledSeq& s = *a.seq;
+  s.output.push_back(token);
+  a.result.tokens.push_back(token);
+  ++stats_.generated_tokens;
+  if (s.output.size() == 1) a.first_token_at = now_s();
+  if (a.request.on_token) a.request.on_token(token);
+  const auto& req = a.request.generate;
+  if (req.stop_at_eos && token == s.eos) {
+    a.text += a.stream.flush();
+    a.result.text = a.text;
+    return end(a, "stop");
+  }
+  const size_t before = a.text.size();
+  a.text += a.stream.push(token);
+  // The earliest stop string that the new text completes.
+  size_t cut = std::string::npos;
+  const size_t from = before > a.held_back ? before - a.held_back : 0;
+  for (const auto& stop : a.request.stop) cut = std::min(cut, a.text.find(stop, from));
+  if (cut != std::string::npos) {
+    a.text.resize(cut);
+    a.result.text = a.text;
+    return end(a, "stop");
+  }
+  if (s.output.size() >= s.max_new) {
+    a.text += a.stream.flush();
+    a.result.text = a.text;
+    return end(a, "length");
+  }
+  a.result.text = a.text;
+  emit(a, false);
 }
 
-void Engine::reset_stats() {
-  control_.comm().reset_stats();
-  if (exchange_group_) exchange_group_->reset_stats();
-  if (device_group_) device_group_->reset_stats();
-}
+void Engine::step() {
+  if (!has_work()) return;
+  std::vector<EntryKind> kinds;
+  const StepPlan plan = scheduler_.schedule(kinds);
+  const double t0 = now_s();
+  StepResult result = engine_.execute_step(plan);
+  const std::vector<float>& sampled = result.logits;
+  if (!plan.entries.empty() && std::all_of(kinds.begin(), kinds.end(),
+                                           [](EntryKind k) { return k == EntryKind::kDecode; })) {
+    stats_.decode_only_s += now_s() - t0;
+    stats_.decode_only_tokens += plan.entries.size();
+  }
+  ++stats_.steps;
+  stats_.preemptions = scheduler_.stats().preemptions;
+  stats_.peak_running = std::max(stats_.peak_running, scheduler_.num_running());
+  stats_.running_sum += double(scheduler_.num_running());
 
-void Engine::fail_job(const std::exception& e) const {
-  // The other ranks wait inside a collective of this command: no message can reach them any
-  // more. Exiting without MPI_Finalize makes mpirun end the whole job.
-  std::fprintf(stderr, "adakv rank %d: error: %s (stopping every rank of the job)\n",
-               control_.comm().rank(), e.what());
-  std::fflush(stderr);
-  std::_Exit(1);
-}
-
-int Engine::follow() {
-  if (is_root()) throw std::logic_error("follow() is for the ranks other than 0");
-  for (;;) {
-    const auto command = decode_command(control_.broadcast({}));
-    try {
-      switch (command.op) {
-        case EngineOp::kShutdown:
-          return 0;
-        case EngineOp::kConfigureSteps:
-          run_configure_steps(command.serving);
-          break;
-        case EngineOp::kStep:
-          run_step(command.plan);
-          break;
-      }
-    } catch (const std::exception& e) {
-      fail_job(e);
+  // Finished sequences' KV reports: their results are whole now.
+  for (size_t i = 0; i < plan.report.size(); ++i) {
+    const auto it = active_.find(plan.report[i]);
+    if (it == active_.end()) continue;
+    Active& a = it->second;
+    GenerateResult& r = a.result;
+    GenerateResult& kv = result.reports[i];
+    r.kv_full_bytes = kv.kv_full_bytes;
+    r.kv_kept_bytes = kv.kv_kept_bytes;
+    r.kv_after_prefill_bytes = kv.kv_after_prefill_bytes;
+    r.kv_full_after_prefill_bytes = kv.kv_full_after_prefill_bytes;
+    r.pool_free_after_prefill_bytes = kv.pool_free_after_prefill_bytes;
+    r.pool_bytes = kv.pool_bytes;
+    r.compression = std::move(kv.compression);
+    r.rank_kv_kept_bytes = std::move(kv.rank_kv_kept_bytes);
+    r.budgets_agree_across_ranks = kv.budgets_agree_across_ranks;
+    r.all_reduce_s = kv.all_reduce_s;
+    r.budget_exchange_s = kv.budget_exchange_s;
+    r.preemptions = a.seq->preemptions;
+    r.ttft_s = a.first_token_at > 0 ? a.first_token_at - a.added_at : 0;
+    r.prefill_s = a.compressed_at > 0 ? a.compressed_at - a.added_at : 0;
+    if (r.compression.lookahead_tokens > 0) {
+      r.compression.lookahead_s = a.compressed_at - a.prefilled_at;
     }
+    if (a.request.on_done) a.request.on_done(std::move(r));
+    active_.erase(it);
   }
-}
 
-template <class Body>
-auto Engine::drive(const EngineCommand& command, Body&& body) const -> decltype(body()) {
-  if (tp_size() == 1) return body();
-  control_.broadcast(encode_command(command));
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    fail_job(e);
-  }
-}
-
-std::vector<float> Engine::host_logits(const model::Logits& logits) const {
-  return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
-}
-
-void Engine::configure_steps(const ServingConfig& config) {
-  if (!is_root()) throw std::logic_error("configure_steps() runs on rank 0");
-  config.validate();
-  EngineCommand command = make_command(EngineOp::kConfigureSteps);
-  command.serving = config;
-  drive(command, [&] { run_configure_steps(config); });
-}
-
-void Engine::run_configure_steps(const ServingConfig& config) {
-  step_seqs_.clear();
-  step_pool_.reset();
-  const kernels::KvBlockLayout layout{config.block_tokens, model_.local_config().head_dim,
-                                      config.kv_dtype};
-  step_pool_ = std::make_unique<BlockPool>(layout, config.kv_pool_blocks, *backend_);
-}
-
-StepResult Engine::execute_step(const StepPlan& plan) {
-  if (!is_root()) throw std::logic_error("execute_step() runs on rank 0");
-  if (!step_pool_) throw std::logic_error("execute_step() before configure_steps()");
-  EngineCommand command = make_command(EngineOp::kStep);
-  command.plan = plan;
-  return drive(command, [&] { return run_step(plan); });
-}
-
-StepResult Engine::run_step(const StepPlan& plan) {
-  StepResult result;
-  auto seq = [&](uint64_t id) -> StepSequence& {
-    const auto it = step_seqs_.find(id);
-    if (it == step_seqs_.end()) {
-      throw std::logic_error("step plan names sequence " + std::to_string(id) +
-                             ", which has no cache");
+  const size_t vocab = engine_.model().config().vocab_size;
+  auto compressed = [&](Active& a) {
+    const auto kept = result.kept.find(a.seq->id);
+    if (kept == result.kept.end()) {
+      throw std::logic_error("sequence " + std::to_string(a.seq->id) +
+                             " ended its prompt without a budget vector in the step's result");
     }
-    return it->second;
+    scheduler_.set_kept(*a.seq, kept->second);
+    a.compressed_at = now_s();
   };
-  // A sequence whose prompt (and look-ahead) is done: what it holds now is its compressed size.
-  auto note_compressed = [&](uint64_t id, StepSequence& s) {
-    const PagedKvCache& c = *s.cache;
-    if (s.compressed || c.awaiting_lookahead() || c.next_position() < s.prompt_tokens) return;
-    s.compressed = true;
-    result.kept[id] = c.model_kept_tokens(model_.config().n_kv_heads);
-    s.after_prefill_bytes = c.held_bytes();
-    s.full_after_prefill_bytes = c.full_bytes();
-    s.pool_free_after_prefill = step_pool_->free_bytes();
-  };
-  for (uint64_t id : plan.report) {
-    StepSequence& s = seq(id);
-    GenerateResult r;
-    r.prompt_tokens = s.cache->report().prompt_tokens;
-    r.kv_after_prefill_bytes = s.after_prefill_bytes;
-    r.kv_full_after_prefill_bytes = s.full_after_prefill_bytes;
-    r.pool_free_after_prefill_bytes = s.pool_free_after_prefill;
-    r.pool_bytes = step_pool_->capacity() * step_pool_->block_bytes();
-    r.compression = s.cache->report();
-    gather_report(*s.cache, r);
-    result.reports.push_back(std::move(r));
-  }
-  for (uint64_t id : plan.release) step_seqs_.erase(id);
-  for (const auto& start : plan.start) {
-    StepSequence s;
-    s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
-                                             head_group(), start.record_scores);
-    s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
-    s.prompt_tokens = start.prompt_tokens;
-    step_seqs_[start.id] = std::move(s);
-  }
   for (uint64_t id : plan.end_lookahead) {
-    StepSequence& s = seq(id);
-    s.cache->compress_after_lookahead();
-    note_compressed(id, s);
+    Active& a = active_.at(id);
+    compressed(a);
+    if (!a.ending.empty()) end(a, a.ending);
   }
-  for (const auto& fork : plan.fork) {
-    StepSequence s;
-    s.cache = seq(fork.source).cache->compressed_copy(fork.compression);
-    s.prompt_tokens = s.cache->report().prompt_tokens;
-    step_seqs_[fork.id] = std::move(s);
-    note_compressed(fork.id, step_seqs_[fork.id]);
-  }
-  for (uint64_t id : plan.gather_scores) {
-    const PagedKvCache& c = *seq(id).cache;
-    const size_t n = c.report().prompt_tokens, window = c.config().window;
-    const size_t prefix = n > window ? n - window : 0;
-    auto& scores = result.scores[id];
-    for (const auto& layer : c.scores()) {
-      scores.push_back(layer.empty() ? layer : gather_heads(layer, prefix));
-    }
-  }
-  if (plan.entries.empty()) return result;
-  std::vector<PagedBatch::Entry> entries;
-  std::vector<int32_t> tokens;
-  const size_t L = model_.config().n_layers, D = model_.config().d_model;
-  for (const auto& e : plan.entries) {
-    StepSequence& s = seq(e.id);
-    PagedBatch::Entry entry{s.cache.get(), e.tokens.size(), e.logits, e.scored_text};
-    if (e.layer_begin > 0 || e.layer_end < L) {
-      entry.layer_begin = e.layer_begin;
-      entry.layer_end = e.layer_end;
-      const size_t bytes = e.tokens.size() * D * sizeof(float);
-      if (s.residual.bytes() != bytes) s.residual = backend_->allocate(bytes);
-      entry.residual = s.residual.as<float>();
-    }
-    entries.push_back(entry);
-    tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
-  }
-  PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
-  result.logits = host_logits(model_.forward_ragged(tokens.data(), batch));
-  for (const auto& e : plan.entries) {
-    StepSequence& s = seq(e.id);
-    if (e.layer_end >= L) s.residual.reset();
-    note_compressed(e.id, s);
-  }
-  return result;
-}
-
-std::vector<int32_t> Engine::encode_prompt(const std::string& text, bool chat) const {
-  if (!chat) return tokenizer_.encode(text, /*parse_special=*/false);
-  return tokenizer_.encode(tokenizer::apply_chat_template({{"user", text}}),
-                           /*parse_special=*/true);
-}
-
-size_t Engine::check_request(const GenerateRequest& req) const {
-  const auto& cfg = model_.config();
-  const size_t n_prompt = req.prompt.size();
-  if (n_prompt == 0) throw std::invalid_argument("the prompt is empty");
-  if (n_prompt >= cfg.context_length) {
-    throw std::invalid_argument(
-        "the prompt has " + std::to_string(n_prompt) + " tokens; the model's context holds " +
-        std::to_string(cfg.context_length) + " (prompt plus at least one generated token)");
-  }
-  for (int32_t id : req.prompt) {
-    if (id < 0 || size_t(id) >= cfg.vocab_size) {
-      throw std::invalid_argument("prompt token id " + std::to_string(id) +
-                                  " is outside the vocabulary of " +
-                                  std::to_string(cfg.vocab_size));
-    }
-  }
-  if (n_prompt + req.reference.size() > cfg.context_length) {
-    throw std::invalid_argument(
-        "the prompt (" + std::to_string(n_prompt) + " tokens) and the reference answer (" +
-        std::to_string(req.reference.size()) + ") do not fit the model's context of " +
-        std::to_string(cfg.context_length));
-  }
-  for (int32_t id : req.reference) {
-    if (id < 0 || size_t(id) >= cfg.vocab_size) {
-      throw std::invalid_argument("reference token id " + std::to_string(id) +
-                                  " is outside the vocabulary of " +
-                                  std::to_string(cfg.vocab_size));
-    }
-  }
-  req.sampling.validate();
-  // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt
-  // check of validate(n) is for windows a user asked for (the CLI applies it).
-  req.compression.validate();
-  return std::min(req.max_tokens, cfg.context_length - n_prompt);
-}
-
-size_t Engine::lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const {
-  const bool scores =
-      c.policy != compression::Policy::kFull && c.policy != compression::Policy::kStreaming;
-  if (c.lookahead == 0 || !scores || c.keeps_everything(n_prompt) || n_prompt <= c.window) {
-    return 0;
-  }
-  return std::min(c.lookahead, model_.config().context_length - n_prompt);
-}
-
-HeadGroup Engine::head_group() const {
-  HeadGroup g;
-  const auto& shard = model_.shard();
-  g.model_kv_heads = model_.config().n_kv_heads;
-  g.first_kv_head = shard.kv_head_begin;
-  g.contributes = shard.owns_kv_heads();
-  g.kv_replicas = shard.kv_replicas;
-  g.exchange = exchange_group_.get();
-  return g;
-}
-
-void Engine::gather_report(const PagedKvCache& cache, GenerateResult& result) const {
-  result.kv_full_bytes = cache.full_bytes();
-  result.kv_kept_bytes = cache.held_bytes();
-  result.rank_kv_kept_bytes = {result.kv_kept_bytes};
-  result.budget_exchange_s = exchange_group_ ? exchange_group_->stats().all_reduce_s : 0.0;
-  result.all_reduce_s = device_group_ ? device_group_->stats().all_reduce_s : 0.0;
-  const size_t P = tp_size();
-  if (P == 1) return;
-  auto& comm = control_.comm();
-  const auto& cfg = model_.config();
-  const size_t L = cfg.n_layers, Hm = cfg.n_kv_heads;
-  // Every rank's int64 values [n], rank-major.
-  std::vector<int64_t> mine, all;
-  auto gather = [&] {
-    all.resize(P * mine.size());
-    comm.all_gather_bytes(mine.data(), mine.size() * sizeof(int64_t), all.data());
+  // The rows to sample, found in plan order; sampled side by side (each sequence has its own
+  // sampler, and a row's token depends only on its logits and that sampler); then delivered in
+  // plan order.
+  struct Draw {
+    Active* a;
+    const float* logits;
+    int32_t token;
   };
-  // Byte counts summed over the ranks (replicated KV heads count on every rank holding them).
-  size_t* sums[] = {&result.kv_full_bytes,
-                    &result.kv_kept_bytes,
-                    &result.kv_after_prefill_bytes,
-                    &result.kv_full_after_prefill_bytes,
-                    &result.pool_free_after_prefill_bytes,
-                    &result.pool_bytes};
-  const size_t S = std::size(sums);
-  mine.clear();
-  for (size_t* b : sums) mine.push_back(static_cast<int64_t>(*b));
-  gather();
-  for (size_t* b : sums) *b = 0;
-  result.rank_kv_kept_bytes.assign(P, 0);
-  for (size_t r = 0; r < P; ++r) {
-    for (size_t i = 0; i < S; ++i) {
-      const auto b = static_cast<size_t>(all[r * S + i]);
-      *sums[i] += b;
-      if (sums[i] == &result.kv_kept_bytes) result.rank_kv_kept_bytes[r] = b;
+  std::vector<Draw> draws;
+  size_t row = 0;
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const StepEntry& e = plan.entries[i];
+    Active& a = active_.at(e.id);
+    ScheduledSeq& s = *a.seq;
+    if (kinds[i] == EntryKind::kLastPrefillChunk) {
+      a.prefilled_at = now_s();
+      if (s.lookahead == 0) compressed(a);
+    }
+    if (!e.logits) continue;
+    const float* lg = sampled.data() + (row++) * vocab;
+    if (a.done) continue;
+    auto sample = [&] {
+      if (a.request.on_logits) a.request.on_logits(lg, vocab);
+      draws.push_back({&a, lg, 0});
+    };
+    switch (kinds[i]) {
+      case EntryKind::kLastPrefillChunk:
+        if (s.lookahead > 0) s.lookahead_next = argmax(lg, vocab);
+        if (s.output.empty()) sample();
+        break;
+      case EntryKind::kLookahead:
+        s.lookahead_next = argmax(lg, vocab);
+        break;
+      case EntryKind::kDecode:
+        sample();
+        break;
+      case EntryKind::kPrefillChunk:
+        break;
     }
   }
-
-  // Kept tokens of every model head, from the first rank holding it.
-  auto& kept = result.compression.kept;
-  if (!kept.empty()) {
-    for (size_t l = 0; l < L; ++l) {
-      std::vector<float> own(kept[l].begin(), kept[l].end());
-      const auto whole = gather_heads(own, 1);
-      kept[l].assign(whole.begin(), whole.end());
-    }
+#pragma omp parallel for schedule(dynamic, 1) if (draws.size() > 1)
+  for (size_t i = 0; i < draws.size(); ++i) {
+    draws[i].token = draws[i].a->sampler.sample(draws[i].logits, vocab);
   }
-
-  // The budget vector of every rank, compared with rank 0's.
-  const auto& budgets = result.compression.budgets;
-  mine.assign(L * Hm, -1);
-  for (size_t l = 0; l < budgets.size(); ++l) {
-    for (size_t h = 0; h < Hm; ++h) mine[l * Hm + h] = static_cast<int64_t>(budgets[l][h]);
-  }
-  gather();
-  result.budgets_agree_across_ranks = true;
-  for (size_t r = 1; r < P; ++r) {
-    for (size_t i = 0; i < L * Hm; ++i) {
-      if (all[r * L * Hm + i] != all[i]) result.budgets_agree_across_ranks = false;
-    }
-  }
+  for (const Draw& d : draws) on_token(*d.a, d.token);
 }
 
-std::vector<float> Engine::gather_heads(const std::vector<float>& own, size_t width) const {
-  const size_t P = tp_size();
-  if (P == 1) return own;
-  const auto& cfg = model_.config();
-  std::vector<float> all(P * own.size()), out(cfg.n_kv_heads * width);
-  control_.comm().all_gather(own.data(), own.size(), all.data());
-  for (size_t r = 0; r < P; ++r) {
-    const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
-    if (!shard.owns_kv_heads()) continue;
-    std::copy_n(all.begin() + r * own.size(), own.size(),
-                out.begin() + shard.kv_head_begin * width);
-  }
-  return out;
-}
-
-GenerateResult Engine::generate(const GenerateRequest& req,
-                                const std::function<void(std::string_view)>& on_text,
-                                const LogitsObserver& on_logits) {
-  if (!is_root()) throw std::logic_error("generate() runs on rank 0; other ranks follow()");
-  const size_t max_new = check_request(req), n_prompt = req.prompt.size();
+GenerateResult generate(Worker& worker, const GenerateRequest& req,
+                        const std::function<void(std::string_view)>& on_text,
+                        const LogitsObserver& on_logits) {
+  if (!worker.is_root()) throw std::logic_error("generate() runs on rank 0; other ranks follow()");
+  const size_t max_new = worker.check_request(req), n_prompt = req.prompt.size();
   // A pool for this sequence uncompressed, its prompt in one forward (as a lone request in
   // the serving loop with a pool of its own).
-  const auto& cfg = model_.local_config();
-  const size_t tokens = n_prompt + std::max(max_new, lookahead_steps(req.compression, n_prompt));
+  const auto& cfg = worker.model().local_config();
+  const size_t tokens =
+      n_prompt + std::max(max_new, worker.lookahead_steps(req.compression, n_prompt));
   ServingConfig config;
   config.block_tokens = req.block_tokens;
   config.kv_dtype = req.kv_dtype;
@@ -393,8 +249,8 @@ GenerateResult Engine::generate(const GenerateRequest& req,
   config.max_num_seqs = 1;
   config.max_num_batched_tokens = n_prompt;
   config.prefill_chunk = n_prompt;
-  reset_stats();
-  LlmEngine loop(*this, config);
+  worker.reset_stats();
+  Engine loop(worker, config);
   GenerateResult result;
   loop.add({req, {}, on_text, on_logits, [&](GenerateResult&& r) { result = std::move(r); }});
   loop.run_until_done();

@@ -1,15 +1,13 @@
-// One loaded model and its tokenizer, and the generation loop of a single sequence:
-// prefill the whole prompt in one forward, then decode token by token until EOS or the limit.
+// The engine on rank 0: requests in, tokens out, one step at a time over the workers' block
+// pools (the CLI's generate and batch, and the HTTP server, all run through it).
 //
-// Tensor parallelism: every rank of the group builds an Engine on the same model with the
-// group's communicator; each loads only its shard. Rank 0 (the root) is the one callers use:
-// generate() broadcasts the request as a command over the control plane, then every rank runs
-// it in lock step (prefill, the Ada-KV gain exchange, decode); rank 0 samples and broadcasts
-// each token. The other ranks call follow() and stay there until the root's Engine is
-// destroyed (or shutdown() is called). An error in the middle of a command ends every rank
-// of the job (the ranks could no longer agree on what comes next).
+// Each step(): the Scheduler plans, the Worker executes the plan on every rank (one ragged
+// forward), then this class samples each sequence's next token with its own sampler, streams
+// its text, applies its stop conditions and ends it (stop, length or abort). A finished
+// sequence's KV report (budgets, bytes, every rank's) arrives one step later, with its result.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,176 +15,91 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/control_plane.h"
-#include "comm/device_group.h"
-#include "kernels/backend.h"
-#include "kernels/ops.h"
-#include "model/llama.h"
-#include "model/tokenizer/tokenizer.h"
-#include "runtime/compression/config.h"
-#include "runtime/kv/paged_kv_cache.h"
-#include "runtime/sampler.h"
-#include "runtime/step_plan.h"
-
-namespace adakv::gguf {
-class GgufFile;
-}
+#include "runtime/scheduler.h"
+#include "runtime/worker.h"
 
 namespace adakv::runtime {
 
-struct GenerateRequest {
-  std::vector<int32_t> prompt;
-  size_t max_tokens = 256;
-  SamplingParams sampling;
-  bool stop_at_eos = true;
-  compression::CompressionConfig compression;  // policy full: no compression
-  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
-  size_t block_tokens = 16;
-  // generate_policies (runtime/policy_fork.h) only: a known answer, teacher-forced after the
-  // prompt in each policy's cache (see GenerateResult::reference_nll). Empty: none.
-  std::vector<int32_t> reference;
+struct Request {
+  GenerateRequest generate;       // prompt, max_tokens, sampling, stop_at_eos, compression
+  std::vector<std::string> stop;  // stop strings: generation ends before them (not in text)
+  std::function<void(std::string_view)> on_text;  // text as it is decided
+  LogitsObserver on_logits;                       // each sampled row's logits
+  std::function<void(GenerateResult&&)> on_done;  // the whole result, once
+  std::function<void(int32_t)> on_token;          // each sampled token, as it is sampled
 };
 
-struct GenerateResult {
-  std::vector<int32_t> tokens;  // generated ids (EOS included when it stopped there)
-  std::string text;             // decoded generated text (EOS excluded)
-  std::string finish_reason;    // "stop" (EOS or a stop string), "length" or "abort"
-  size_t prompt_tokens = 0;
-  double prefill_s = 0;  // until the prompt was compressed (look-ahead included)
-  double decode_s = 0;
-  double ttft_s = 0;       // serving loop: from the request's arrival to its first token
-  size_t preemptions = 0;  // serving loop: times it was preempted and recomputed
-  // KV memory at the end of generation, in the pool's dtype, block rounding included:
-  size_t kv_full_bytes = 0;                // what the uncompressed cache would hold
-  size_t kv_kept_bytes = 0;                // what the sequence holds
-  size_t kv_after_prefill_bytes = 0;       // held right after prefill (and compaction)
-  size_t kv_full_after_prefill_bytes = 0;  // uncompressed, right after prefill
-  size_t pool_free_after_prefill_bytes = 0;
-  size_t pool_bytes = 0;
-  CompressionReport compression;  // budgets per layer and head, scoring/allocation time
-  // Tensor parallelism (one entry on one rank): KV bytes each rank holds at the end, and
-  // whether every rank computed the same budget vector (compression.budgets).
-  std::vector<size_t> rank_kv_kept_bytes;
-  bool budgets_agree_across_ranks = true;
-  double all_reduce_s = 0;       // this rank's time in the layers' all_reduce
-  double budget_exchange_s = 0;  // time in the Ada-KV gain-matrix exchange
-  // -log p (natural log) of each request.reference token given the prompt (compressed by this
-  // result's policy) and the reference tokens before it; empty without a reference.
-  std::vector<double> reference_nll;
+struct LoopStats {
+  size_t steps = 0, preemptions = 0;
+  size_t peak_running = 0;
+  double running_sum = 0;  // sum over steps of resident sequences (mean = sum / steps)
+  size_t generated_tokens = 0, prompt_tokens = 0;
+  // Steps whose forward held only decode tokens: their wall time and tokens (batched decode
+  // speed, free of prefill).
+  double decode_only_s = 0;
+  size_t decode_only_tokens = 0;
 };
-
-// What one step of the serving loop gives back, on rank 0.
-struct StepResult {
-  // The logits of the plan's entries that want them, [rows][vocab] in entry order: the only
-  // rows downloaded from the backend.
-  std::vector<float> logits;
-  std::vector<GenerateResult> reports;  // parallel to plan.report
-  // Tokens each [layer][model kv head] holds, for every sequence compressed in this step (its
-  // prompt and look-ahead done) or forked in it: the budget vector every rank computed.
-  std::map<uint64_t, std::vector<std::vector<size_t>>> kept;
-  // The window scores of plan.gather_scores' recording sequences, for the whole model:
-  // [layer] -> [model kv head][prefix] (empty for a layer that was not scored).
-  std::map<uint64_t, std::vector<std::vector<float>>> scores;
-};
-
-// Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
-using LogitsObserver = std::function<void(const float* logits, size_t vocab)>;
 
 class Engine {
  public:
-  // Loads the model at `path` (resolve names with resolve_model first). `tp` (not owned,
-  // outliving the engine) is the tensor-parallel group; null or one rank: no parallelism.
-  explicit Engine(const std::string& path, comm::Communicator* tp = nullptr);
-  explicit Engine(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp = nullptr);
-  ~Engine();
-  Engine(const Engine&) = delete;
-  Engine& operator=(const Engine&) = delete;
+  // Root only: (re)configures the engine's serving loop (every rank's pool) with `config`.
+  Engine(Worker& engine, const ServingConfig& config);
 
-  bool is_root() const { return control_.is_root(); }
-  size_t tp_size() const { return size_t(control_.size()); }
-  // Non-root ranks: runs the root's commands until it shuts down; returns 0.
-  int follow();
-  // Root: tells the other ranks to leave follow() (the destructor does it too).
-  void shutdown();
+  // Queues a request; returns its id. Throws std::invalid_argument naming what is wrong (empty
+  // prompt, one the context or the pool can never hold, bad sampling or compression values).
+  uint64_t add(Request request);
+  // Ends a request (finish_reason "abort"); its blocks go back at the next step.
+  void abort(uint64_t id);
+  bool has_work() const { return scheduler_.has_work(); }
+  // One step of the loop (no-op without work).
+  void step();
+  // Steps until every request has ended.
+  void run_until_done();
 
-  const model::LlamaModel& model() const { return model_; }
-  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
-
-  // Tokenizes a prompt; `chat` wraps it as one user turn of the model's chat template.
-  std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
-
-  // Root only: one request through the serving loop (runtime/llm_engine.h), on a pool sized
-  // for it. Throws std::invalid_argument when the prompt is empty or does not fit the
-  // context. on_text receives decoded text as it becomes available (whole UTF-8 characters).
-  GenerateResult generate(const GenerateRequest& request,
-                          const std::function<void(std::string_view)>& on_text = {},
-                          const LogitsObserver& on_logits = {});
-
-  // Validates a request (throws std::invalid_argument naming the problem); returns how many
-  // tokens it may generate.
-  size_t check_request(const GenerateRequest& request) const;
-
-  // ---- The serving loop's side (runtime/llm_engine.h drives it from rank 0) ----
-  // Root: every rank (re)creates the engine-lifetime block pool of `config`, dropping the
-  // caches of an earlier loop.
-  void configure_steps(const ServingConfig& config);
-  // Root: every rank executes `plan` (see StepPlan); the result comes back on rank 0.
-  StepResult execute_step(const StepPlan& plan);
-  // Rank 0's pool of the serving loop.
-  const BlockPool* step_pool() const { return step_pool_.get(); }
-  // Largest prompt plus generation one request may ask for (the model's context).
-  size_t context_length() const { return model_.config().context_length; }
-
-  // Look-ahead tokens a prefill of an n_prompt-token prompt decodes for policy c: c.lookahead
-  // capped by the context, 0 when c keeps everything or scores nothing.
-  size_t lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const;
-  // Root: zeroes the time counters that reports carry (layer all-reduces, gain exchange).
-  void reset_stats();
+  const Scheduler& scheduler() const { return scheduler_; }
+  const LoopStats& stats() const { return stats_; }
+  // Blocks free in the pool of rank 0 (every rank's pool is accounted by the scheduler).
+  size_t free_blocks() const;
 
  private:
-  // Collective: the rows of every model KV head from each rank's rows of its own heads
-  // ([own heads][width] per rank; replicas after the first are skipped).
-  std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;
-  // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
-  HeadGroup head_group() const;
-  // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
-  void gather_report(const PagedKvCache& cache, GenerateResult& result) const;
-  // Root: sends `command` to the other ranks, then runs `body` (this rank's share of it). A
-  // command that fails midway ends the job.
-  template <class Body>
-  auto drive(const struct EngineCommand& command, Body&& body) const -> decltype(body());
-  [[noreturn]] void fail_job(const std::exception& e) const;
-
-  // Every rank's share of a step (reports are collective); the result is rank 0's.
-  StepResult run_step(const StepPlan& plan);
-  // Rank 0: `logits` in host memory; empty elsewhere.
-  std::vector<float> host_logits(const model::Logits& logits) const;
-  void run_configure_steps(const ServingConfig& config);
-
-  // A serving sequence's cache, and what it held right after compression (for its report).
-  struct StepSequence {
-    std::unique_ptr<PagedKvCache> cache;
-    size_t prompt_tokens = 0;
-    bool compressed = false;
-    // [prompt tokens][d_model] in backend memory: the residual stream of a prompt prefilled
-    // layer by layer, between its steps.
-    kernels::Buffer residual;
-    size_t after_prefill_bytes = 0, full_after_prefill_bytes = 0, pool_free_after_prefill = 0;
+  struct Active {
+    Active(std::shared_ptr<ScheduledSeq> s, Request r, const tokenizer::Tokenizer& tok)
+        : seq(std::move(s)),
+          request(std::move(r)),
+          sampler(request.generate.sampling),
+          stream(tok) {}
+    std::shared_ptr<ScheduledSeq> seq;
+    Request request;
+    Sampler sampler;
+    tokenizer::StreamDecoder stream;
+    std::string text;      // decided text (stop strings cut)
+    size_t emitted = 0;    // bytes of text handed to on_text
+    size_t held_back = 0;  // longest stop string - 1: bytes kept until decided
+    GenerateResult result;
+    double added_at = 0, first_token_at = 0, prefilled_at = 0, compressed_at = 0;
+    bool done = false;
+    // Ended while its look-ahead was still running: the reason, applied once it is compressed
+    // (its report then holds the compressed cache, as for every other request).
+    std::string ending;
   };
 
-  std::unique_ptr<comm::Communicator> single_;  // when no group is given
-  comm::ControlPlane control_;
-  std::unique_ptr<kernels::Backend> backend_;  // what the model and the KV pools run on
-  // The layers' collectives (a communicator of their own); null on one rank.
-  std::unique_ptr<comm::DeviceGroup> device_group_;
-  // The host group's Ada-KV gain exchange (a communicator of its own, so that its collectives
-  // never interleave with the control plane's); null on one rank.
-  std::unique_ptr<comm::Communicator> exchange_group_;
-  model::LlamaModel model_;
-  tokenizer::Tokenizer tokenizer_;
-  bool shut_down_ = false;
-  std::unique_ptr<BlockPool> step_pool_;
-  std::map<uint64_t, StepSequence> step_seqs_;
+  // A token sampled for `a`: appended, streamed, checked against its stop conditions.
+  void on_token(Active& a, int32_t token);
+  void end(Active& a, const std::string& reason);
+  void emit(Active& a, bool final);
+
+  Worker& engine_;
+  Scheduler scheduler_;
+  std::map<uint64_t, Active> active_;
+  uint64_t next_id_ = 1;
+  LoopStats stats_;
 };
+
+// Root only: one request through an engine of its own, on a pool sized for it (its prompt in
+// one forward). Throws std::invalid_argument when the prompt is empty or does not fit the
+// context. on_text receives decoded text as it becomes available (whole UTF-8 characters).
+GenerateResult generate(Worker& worker, const GenerateRequest& request,
+                        const std::function<void(std::string_view)>& on_text = {},
+                        const LogitsObserver& on_logits = {});
 
 }  // namespace adakv::runtime

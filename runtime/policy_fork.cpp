@@ -42,7 +42,7 @@ class ForkedPrompt {
  public:
   // Configures the engine's pool for `copies` caches besides the recording, each of the prompt
   // plus `room` tokens (so that no step can run out of blocks).
-  ForkedPrompt(Engine& engine, const GenerateRequest& req,
+  ForkedPrompt(Worker& engine, const GenerateRequest& req,
                const std::vector<compression::CompressionConfig>& policies, size_t room,
                size_t copies)
       : engine_(engine), req_(req), scoring_(policies.front()) {
@@ -107,7 +107,7 @@ class ForkedPrompt {
   }
 
   static constexpr uint64_t kSource = 1;
-  Engine& engine_;
+  Worker& engine_;
   const GenerateRequest& req_;
   compression::CompressionConfig scoring_;
   size_t lookahead_ = 0;
@@ -126,7 +126,7 @@ StepEntry scored_text(uint64_t id, const std::vector<int32_t>& tokens) {
 }  // namespace
 
 std::vector<GenerateResult> generate_policies(
-    Engine& engine, const GenerateRequest& req,
+    Worker& engine, const GenerateRequest& req,
     const std::vector<compression::CompressionConfig>& policies) {
   if (!engine.is_root()) throw std::logic_error("generate_policies() runs on rank 0");
   check_policies(policies);
@@ -224,7 +224,7 @@ std::vector<GenerateResult> generate_policies(
 }
 
 std::vector<ContinuationScore> score_continuation(
-    Engine& engine, const GenerateRequest& req, const std::vector<int32_t>& continuation,
+    Worker& engine, const GenerateRequest& req, const std::vector<int32_t>& continuation,
     const std::vector<compression::CompressionConfig>& policies) {
   if (!engine.is_root()) throw std::logic_error("score_continuation() runs on rank 0");
   check_policies(policies);
@@ -291,7 +291,7 @@ std::vector<ContinuationScore> score_continuation(
   return scores;
 }
 
-RecordedPrompt record_prompt(Engine& engine, const GenerateRequest& req) {
+RecordedPrompt record_prompt(Worker& engine, const GenerateRequest& req) {
   if (!engine.is_root()) throw std::logic_error("record_prompt() runs on rank 0");
   engine.check_request(req);
   ForkedPrompt job(engine, req, {req.compression}, 0, 1);

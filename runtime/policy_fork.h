@@ -1,5 +1,5 @@
 // One prompt prefilled once and forked into several compression policies, run as steps of the
-// engine (Engine::execute_step) like any request: a recording sequence takes the prompt in one
+// engine (Worker::execute_step) like any request: a recording sequence takes the prompt in one
 // entry and decodes its look-ahead, then each policy gets a fork of it (StepPlan::fork: what
 // the policy keeps of the recorded prompt, as if prefilled under it). The forks decode together,
 // one step for all, or score a known text. What eval, profile and `generate --compare` run.
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/compression/config.h"
-#include "runtime/engine.h"
+#include "runtime/worker.h"
 
 namespace adakv::runtime {
 
@@ -44,7 +44,7 @@ struct ContinuationScore {
 // that answer on a second fork (GenerateResult::reference_nll). Throws std::invalid_argument
 // naming a bad request or policy.
 std::vector<GenerateResult> generate_policies(
-    Engine& engine, const GenerateRequest& request,
+    Worker& engine, const GenerateRequest& request,
     const std::vector<compression::CompressionConfig>& policies);
 
 // Perplexity under compression: `continuation` goes through each policy's fork in one forward
@@ -52,11 +52,11 @@ std::vector<GenerateResult> generate_policies(
 // std::invalid_argument when the continuation has fewer than 2 tokens or prompt plus
 // continuation do not fit the context. Results are parallel to `policies`.
 std::vector<ContinuationScore> score_continuation(
-    Engine& engine, const GenerateRequest& request, const std::vector<int32_t>& continuation,
+    Worker& engine, const GenerateRequest& request, const std::vector<int32_t>& continuation,
     const std::vector<compression::CompressionConfig>& policies);
 
 // Prefills request.prompt recording the window scores of every head, and forks it under
 // request.compression (for adakv profile). No token is generated.
-RecordedPrompt record_prompt(Engine& engine, const GenerateRequest& request);
+RecordedPrompt record_prompt(Worker& engine, const GenerateRequest& request);
 
 }  // namespace adakv::runtime

@@ -52,7 +52,7 @@ std::string message_content(const json& turn) {
   return text;
 }
 
-std::vector<int32_t> prompt_tokens(const json& body, const Engine& engine) {
+std::vector<int32_t> prompt_tokens(const json& body, const Worker& engine) {
   const bool has_prompt = body.contains("prompt"), has_messages = body.contains("messages");
   if (has_prompt == has_messages) bad("prompt", "or 'messages' must be given (one of them)");
   if (has_prompt) {
@@ -94,7 +94,7 @@ std::vector<int32_t> prompt_tokens(const json& body, const Engine& engine) {
 
 }  // namespace
 
-Request request_from_json(const json& body, const Engine& engine, const RequestDefaults& defaults) {
+Request request_from_json(const json& body, const Worker& engine, const RequestDefaults& defaults) {
   if (!body.is_object()) throw RequestError("the request must be a JSON object", "");
   Request r;
   GenerateRequest& g = r.generate;

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/llm_engine.h"
+#include "runtime/engine.h"
 
 namespace adakv::runtime {
 
@@ -33,7 +33,7 @@ struct RequestDefaults {
 
 // Throws RequestError naming the field that is missing, of the wrong type or out of range.
 // The prompt's fit in the context is checked when the request is added to the engine.
-Request request_from_json(const nlohmann::json& body, const Engine& engine,
+Request request_from_json(const nlohmann::json& body, const Worker& engine,
                           const RequestDefaults& defaults);
 
 }  // namespace adakv::runtime

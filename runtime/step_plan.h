@@ -12,7 +12,7 @@
 
 namespace adakv::runtime {
 
-// Engine-lifetime settings of the serving loop (the same on every rank).
+// Worker-lifetime settings of the serving loop (the same on every rank).
 struct ServingConfig {
   size_t kv_pool_blocks = 0;  // blocks of the pool (each rank's; for its own KV heads)
   size_t block_tokens = 16;

@@ -72,7 +72,7 @@ std::vector<std::string> mpirun_argv(const ClusterConfig& config, const std::str
   auto env = [&](const std::string& key, const std::string& value) {
     argv.insert(argv.end(), {"-x", key + "=" + value});
   };
-  // The ranks build the config's backend (runtime::Engine reads ADAKV_BACKEND).
+  // The ranks build the config's backend (runtime::Worker reads ADAKV_BACKEND).
   env("ADAKV_BACKEND", to_string(config.backend));
   if (config.threads_per_rank > 0) env("OMP_NUM_THREADS", std::to_string(config.threads_per_rank));
   for (const auto& [key, value] : m.env) env(key, value);

@@ -126,7 +126,7 @@ double EvalResult::answer_nll(size_t run) const {
   return n ? sum / double(n) : std::numeric_limits<double>::quiet_NaN();
 }
 
-EvalResult run_eval(runtime::Engine& engine, const EvalSpec& spec, const Progress& progress) {
+EvalResult run_eval(runtime::Worker& engine, const EvalSpec& spec, const Progress& progress) {
   if (spec.lengths.empty() || spec.depths.empty() || spec.trials == 0) {
     throw std::invalid_argument("the grid is empty: give lengths, depths and trials >= 1");
   }

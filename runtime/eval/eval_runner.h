@@ -12,8 +12,8 @@
 
 #include "kernels/ops.h"
 #include "runtime/compression/config.h"
-#include "runtime/engine.h"
 #include "runtime/policy_fork.h"
+#include "runtime/worker.h"
 
 namespace adakv::eval {
 
@@ -92,7 +92,7 @@ using Progress = std::function<void(const TrialRecord&, size_t done, size_t tota
 
 // Throws std::invalid_argument on an empty grid, a run list not starting with full, or a
 // length the model's context cannot hold (prompt plus max_tokens).
-EvalResult run_eval(runtime::Engine& engine, const EvalSpec& spec, const Progress& progress = {});
+EvalResult run_eval(runtime::Worker& engine, const EvalSpec& spec, const Progress& progress = {});
 
 // The summary table: one row per run with accuracy over all prompts and per length, accuracy
 // relative to full, and KV kept; then adakv against snapkv and full at every budget.

@@ -72,7 +72,7 @@ double PplResult::kv_kept(size_t run) const {
   return records.empty() ? kNaN : sum / double(records.size());
 }
 
-PplResult run_ppl(runtime::Engine& engine, const PplSpec& spec, const PplProgress& progress) {
+PplResult run_ppl(runtime::Worker& engine, const PplSpec& spec, const PplProgress& progress) {
   if (spec.lengths.empty() || spec.trials == 0) {
     throw std::invalid_argument("the grid is empty: give lengths and trials >= 1");
   }

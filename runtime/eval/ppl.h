@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "runtime/engine.h"
 #include "runtime/eval/eval_runner.h"
+#include "runtime/worker.h"
 
 namespace adakv::eval {
 
@@ -63,7 +63,7 @@ using PplProgress = std::function<void(const PplRecord&, size_t done, size_t tot
 // continuation under 2 tokens, a length the context cannot hold with the continuation, or a
 // text too short for the longest context plus continuation; std::runtime_error on unreadable
 // text files.
-PplResult run_ppl(runtime::Engine& engine, const PplSpec& spec, const PplProgress& progress = {});
+PplResult run_ppl(runtime::Worker& engine, const PplSpec& spec, const PplProgress& progress = {});
 
 // One row per run: perplexity over all contexts and per length, its ratio to the full cache's,
 // mean KL from the full cache, top-1 agreement and KV kept; then adakv against snapkv.

@@ -5,7 +5,7 @@
 
 namespace adakv::profile {
 
-HeadProfile profile_prompt(runtime::Engine& engine, const ProfileRequest& req) {
+HeadProfile profile_prompt(runtime::Worker& engine, const ProfileRequest& req) {
   const auto& cfg = engine.model().config();
   const size_t n = req.prompt.size();
   if (n == 0) throw std::invalid_argument("the prompt is empty");

@@ -8,9 +8,9 @@
 
 #include "kernels/ops.h"
 #include "runtime/compression/config.h"
-#include "runtime/engine.h"
 #include "runtime/policy_fork.h"
 #include "runtime/profile/head_profile.h"
+#include "runtime/worker.h"
 
 namespace adakv::profile {
 
@@ -25,6 +25,6 @@ struct ProfileRequest {
 // Throws std::invalid_argument when the prompt is empty, does not fit the model's context, is
 // not longer than the window, or the policy is invalid for it.
 // Root only under tensor parallelism.
-HeadProfile profile_prompt(runtime::Engine& engine, const ProfileRequest& request);
+HeadProfile profile_prompt(runtime::Worker& engine, const ProfileRequest& request);
 
 }  // namespace adakv::profile

@@ -166,7 +166,7 @@ struct Stream {
 
 }  // namespace
 
-OpenAiApi::OpenAiApi(const runtime::Engine& engine, AsyncEngine& async, ServerMetrics& metrics,
+OpenAiApi::OpenAiApi(const runtime::Worker& engine, FrontDoor& async, ServerMetrics& metrics,
                      ApiConfig config)
     : engine_(engine),
       async_(async),
@@ -332,7 +332,7 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
   request.on_done = [state](runtime::GenerateResult&& r) { state->done(r); };
   Submission s;
   s.request = std::move(request);
-  s.arrived_s = AsyncEngine::now_s();
+  s.arrived_s = FrontDoor::now_s();
   s.on_error = [state](int status, const std::string& message) { state->error(status, message); };
   const uint64_t ticket = async_.new_ticket();
   switch (async_.submit(ticket, std::move(s))) {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "runtime/request_json.h"
-#include "runtime/server/async_engine.h"
+#include "runtime/server/front_door.h"
 #include "runtime/server/http_server.h"
 #include "runtime/server/metrics.h"
 
@@ -25,7 +25,7 @@ struct ApiConfig {
 
 class OpenAiApi {
  public:
-  OpenAiApi(const runtime::Engine& engine, AsyncEngine& async, ServerMetrics& metrics,
+  OpenAiApi(const runtime::Worker& engine, FrontDoor& async, ServerMetrics& metrics,
             ApiConfig config);
   // The HTTP handler (I/O thread).
   void handle(const std::shared_ptr<Exchange>& ex);
@@ -34,8 +34,8 @@ class OpenAiApi {
   void completion(const std::shared_ptr<Exchange>& ex, bool chat);
   void models(const std::shared_ptr<Exchange>& ex);
 
-  const runtime::Engine& engine_;
-  AsyncEngine& async_;
+  const runtime::Worker& engine_;
+  FrontDoor& async_;
   ServerMetrics& metrics_;
   ApiConfig config_;
   long long started_at_;  // unix seconds, for /v1/models

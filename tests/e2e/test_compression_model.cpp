@@ -9,6 +9,7 @@
 #include "runtime/engine.h"
 #include "runtime/kv/block_pool.h"
 #include "runtime/policy_fork.h"
+#include "runtime/worker.h"
 #include "tests/e2e/model_fixture.h"
 
 namespace {
@@ -19,7 +20,7 @@ using adakv::compression::Scope;
 
 class CompressionModel : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { engine_ = new adakv::runtime::Engine(adakv::test::model_path()); }
+  static void SetUpTestSuite() { engine_ = new adakv::runtime::Worker(adakv::test::model_path()); }
   static void TearDownTestSuite() { delete engine_; }
   // The first n tokens of the GPL-3 text (Debian's base-files ships it).
   static std::vector<int32_t> prompt(size_t n) {
@@ -30,9 +31,9 @@ class CompressionModel : public ::testing::Test {
     ids.resize(n);
     return ids;
   }
-  static adakv::runtime::Engine* engine_;
+  static adakv::runtime::Worker* engine_;
 };
-adakv::runtime::Engine* CompressionModel::engine_ = nullptr;
+adakv::runtime::Worker* CompressionModel::engine_ = nullptr;
 
 CompressionConfig policy(Policy p, double ratio, Scope scope = Scope::kLayer) {
   CompressionConfig c;
@@ -48,7 +49,7 @@ TEST_F(CompressionModel, TwentyPercentHoldsAtMostTwentyOnePercentAfterPrefill) {
   req.max_tokens = 1;
   for (Scope scope : {Scope::kLayer, Scope::kGlobal}) {
     req.compression = policy(Policy::kAdaKV, 0.2, scope);
-    const auto r = engine_->generate(req);
+    const auto r = adakv::runtime::generate(*engine_, req);
     const double ratio = double(r.kv_after_prefill_bytes) / r.kv_full_after_prefill_bytes;
     std::printf("scope %s: held %zu of %zu bytes after prefill (%.2f%%); pool free %zu of %zu\n",
                 adakv::compression::to_string(scope), r.kv_after_prefill_bytes,
@@ -74,9 +75,9 @@ TEST_F(CompressionModel, FullBudgetIsBitIdenticalOver64Steps) {
   req.max_tokens = 64;
   req.stop_at_eos = false;
   req.compression = policy(Policy::kFull, 1.0);
-  const auto full = engine_->generate(req);
+  const auto full = adakv::runtime::generate(*engine_, req);
   req.compression = policy(Policy::kAdaKV, 1.0);
-  const auto ada = engine_->generate(req);
+  const auto ada = adakv::runtime::generate(*engine_, req);
   EXPECT_EQ(full.tokens, ada.tokens);
   EXPECT_EQ(full.kv_kept_bytes, ada.kv_kept_bytes);
 }
@@ -84,7 +85,7 @@ TEST_F(CompressionModel, FullBudgetIsBitIdenticalOver64Steps) {
 // generate_policies (one recording prefill, a compressed copy per policy) against one generate
 // per policy, which compacts during its own prefill, or, with look-ahead, copies from its own
 // recording prefill.
-void expect_shared_prefill_matches_separate(adakv::runtime::Engine& engine,
+void expect_shared_prefill_matches_separate(adakv::runtime::Worker& engine,
                                             const std::vector<int32_t>& prompt,
                                             const std::vector<CompressionConfig>& policies) {
   adakv::runtime::GenerateRequest req;
@@ -96,7 +97,7 @@ void expect_shared_prefill_matches_separate(adakv::runtime::Engine& engine,
   for (size_t i = 0; i < policies.size(); ++i) {
     SCOPED_TRACE(adakv::compression::to_string(policies[i].policy));
     req.compression = policies[i];
-    const auto alone = engine.generate(req);
+    const auto alone = adakv::runtime::generate(engine, req);
     EXPECT_EQ(shared[i].tokens, alone.tokens);
     EXPECT_EQ(shared[i].compression.kept, alone.compression.kept);
     EXPECT_EQ(shared[i].kv_kept_bytes, alone.kv_kept_bytes);
@@ -124,11 +125,11 @@ TEST_F(CompressionModel, LookAheadTokensJoinTheScoringInBothPaths) {
   req.prompt = prompt(700);
   req.max_tokens = 1;
   req.compression = policies[1];
-  const auto ahead = engine_->generate(req);
+  const auto ahead = adakv::runtime::generate(*engine_, req);
   EXPECT_EQ(ahead.compression.lookahead_tokens, 8u);  // GPL-3 prose: no EOS within 8 tokens
   EXPECT_GT(ahead.compression.lookahead_s, 0.0);
   req.compression.lookahead = 0;
-  const auto plain = engine_->generate(req);
+  const auto plain = adakv::runtime::generate(*engine_, req);
   EXPECT_EQ(plain.compression.lookahead_tokens, 0u);
   EXPECT_NE(ahead.compression.kept, plain.compression.kept);
   EXPECT_LE(double(ahead.kv_after_prefill_bytes) / ahead.kv_full_after_prefill_bytes, 0.21);

@@ -17,6 +17,7 @@
 #include "model/gguf/gguf.h"
 #include "runtime/compression/model_presets.h"
 #include "runtime/engine.h"
+#include "runtime/worker.h"
 #include "tests/e2e/model_fixture.h"
 #include "tests/e2e/run_adakv.h"
 
@@ -88,7 +89,7 @@ class DefaultCompression : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     path_ = new std::string(adakv::test::model_path());
-    engine_ = new adakv::runtime::Engine(*path_);
+    engine_ = new adakv::runtime::Worker(*path_);
     const auto file = adakv::gguf::GgufFile::open(*path_);
     names_ = new std::vector<std::string>(
         adakv::compression::model_preset_names(file.get_string("general.basename", ""),
@@ -111,15 +112,15 @@ class DefaultCompression : public ::testing::Test {
     req.prompt = engine_->encode_prompt(text, /*chat=*/true);
     req.max_tokens = kMaxTokens;
     req.compression = c;
-    return engine_->generate(req);
+    return adakv::runtime::generate(*engine_, req);
   }
   static bool default_model() { return !names_->empty() && names_->front() == "smollm2-135m"; }
 
-  static adakv::runtime::Engine* engine_;
+  static adakv::runtime::Worker* engine_;
   static std::string* path_;
   static std::vector<std::string>* names_;
 };
-adakv::runtime::Engine* DefaultCompression::engine_ = nullptr;
+adakv::runtime::Worker* DefaultCompression::engine_ = nullptr;
 std::string* DefaultCompression::path_ = nullptr;
 std::vector<std::string>* DefaultCompression::names_ = nullptr;
 
@@ -171,7 +172,7 @@ TEST_F(DefaultCompression, LongerPromptsKeepTheFloorPerHead) {
   req.prompt = ids;
   req.max_tokens = 4;  // the tokens after the first decode from the compressed cache
   req.compression = defaults().config;
-  const auto r = engine_->generate(req);
+  const auto r = adakv::runtime::generate(*engine_, req);
   size_t kept = 0, heads = 0;
   for (const auto& layer : r.compression.kept) {
     for (size_t k : layer) {

@@ -1,4 +1,4 @@
-// Perplexity under compression on the real model: Engine::score_continuation against one
+// Perplexity under compression on the real model: Worker::score_continuation against one
 // plain forward over prompt + continuation (the full cache's numbers), a budget of 100% equal
 // to the full cache bit for bit, and `adakv eval ppl` end to end (table, JSON, bad lengths).
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include <stdexcept>
 
 #include "runtime/contiguous_kv_cache.h"
-#include "runtime/engine.h"
 #include "runtime/policy_fork.h"
+#include "runtime/worker.h"
 #include "tests/e2e/model_fixture.h"
 #include "tests/e2e/run_adakv.h"
 
@@ -26,7 +26,7 @@ using adakv::compression::Policy;
 
 class PplModel : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { engine_ = new adakv::runtime::Engine(adakv::test::model_path()); }
+  static void SetUpTestSuite() { engine_ = new adakv::runtime::Worker(adakv::test::model_path()); }
   static void TearDownTestSuite() { delete engine_; }
   // Tokens [from, from + n) of the GPL-3 text (Debian's base-files ships it).
   static std::vector<int32_t> text(size_t from, size_t n) {
@@ -36,9 +36,9 @@ class PplModel : public ::testing::Test {
     const auto ids = engine_->tokenizer().encode(ss.str());
     return {ids.begin() + from, ids.begin() + from + n};
   }
-  static adakv::runtime::Engine* engine_;
+  static adakv::runtime::Worker* engine_;
 };
-adakv::runtime::Engine* PplModel::engine_ = nullptr;
+adakv::runtime::Worker* PplModel::engine_ = nullptr;
 
 CompressionConfig policy(Policy p, double ratio) {
   CompressionConfig c;

@@ -13,7 +13,7 @@
 
 #include "kernels/quant.h"
 #include "runtime/engine.h"
-#include "runtime/llm_engine.h"
+#include "runtime/worker.h"
 #include "tests/e2e/decode_dots_scope.h"
 #include "tests/e2e/model_fixture.h"
 
@@ -24,15 +24,15 @@ using adakv::compression::Policy;
 using adakv::runtime::Engine;
 using adakv::runtime::GenerateRequest;
 using adakv::runtime::GenerateResult;
-using adakv::runtime::LlmEngine;
 using adakv::runtime::ServingConfig;
+using adakv::runtime::Worker;
 
 class StepEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Chosen before loading: it decides the layout the weights are kept in.
     adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots);
-    engine_ = new Engine(adakv::test::model_path());
+    engine_ = new Worker(adakv::test::model_path());
     std::ifstream in("/usr/share/common-licenses/GPL-3");
     std::stringstream ss;
     ss << in.rdbuf();
@@ -62,11 +62,11 @@ class StepEngine : public ::testing::Test {
     std::vector<std::vector<std::vector<float>>> logits;  // [request][step][vocab]
   };
   static Run run_loop(const std::vector<GenerateRequest>& reqs, const ServingConfig& config,
-                      Engine* engine = nullptr) {
+                      Worker* engine = nullptr) {
     Run run;
     run.results.resize(reqs.size());
     run.logits.resize(reqs.size());
-    LlmEngine loop(engine ? *engine : *engine_, config);
+    Engine loop(engine ? *engine : *engine_, config);
     for (size_t i = 0; i < reqs.size(); ++i) {
       adakv::runtime::Request r;
       r.generate = reqs[i];
@@ -93,13 +93,12 @@ class StepEngine : public ::testing::Test {
     last_stats_ = loop.stats();
     return run;
   }
-  static Run alone(const GenerateRequest& req, Engine* engine = nullptr) {
+  static Run alone(const GenerateRequest& req, Worker* engine = nullptr) {
     Run run;
     run.logits.resize(1);
-    run.results.push_back(
-        (engine ? engine : engine_)->generate(req, {}, [&](const float* lg, size_t v) {
-          run.logits[0].emplace_back(lg, lg + v);
-        }));
+    run.results.push_back(adakv::runtime::generate(
+        *(engine ? engine : engine_), req, {},
+        [&](const float* lg, size_t v) { run.logits[0].emplace_back(lg, lg + v); }));
     return run;
   }
   // The same greedy tokens, or a divergence explained by summation order: up to the first
@@ -149,11 +148,11 @@ class StepEngine : public ::testing::Test {
     c.prefill_chunk = chunk;
     return c;
   }
-  static Engine* engine_;
+  static Worker* engine_;
   static std::vector<int32_t>* text_;
   static adakv::runtime::LoopStats last_stats_;
 };
-Engine* StepEngine::engine_ = nullptr;
+Worker* StepEngine::engine_ = nullptr;
 std::vector<int32_t>* StepEngine::text_ = nullptr;
 adakv::runtime::LoopStats StepEngine::last_stats_;
 
@@ -201,7 +200,7 @@ TEST_F(StepEngine, SixteenRequestsBatchedGiveTheirTokensAlone) {
 // 4 of the 16 requests), so the tolerance here is 0.05, with the same budgets.
 TEST_F(StepEngine, SixteenRequestsBatchedOnInt16DotsGiveTheirTokensAlone) {
   const adakv::test::DecodeDotsScope dots(adakv::kernels::MatmulPath::kInt16Dots);
-  Engine engine(adakv::test::model_path());
+  Worker engine(adakv::test::model_path());
   const auto reqs = sixteen_requests();
   const auto batched = run_loop(reqs, serving(40000), &engine);
   size_t same = 0;
@@ -260,7 +259,7 @@ TEST_F(StepEngine, APreemptedLayeredPromptStartsAgainAndGivesItsTokens) {
 }
 
 TEST_F(StepEngine, ARequestThePoolCanNeverHoldIsRefusedByName) {
-  LlmEngine loop(*engine_, serving(100));
+  Engine loop(*engine_, serving(100));
   adakv::runtime::Request r;
   r.generate = request(prompt(0, 500), policy(Policy::kFull));
   try {
@@ -278,7 +277,7 @@ TEST_F(StepEngine, StopStringsEndTheTextBeforeThem) {
   const std::string text = plain.results[0].text;
   ASSERT_GE(text.size(), 8u);
   const std::string stop = text.substr(4, 3);
-  LlmEngine loop(*engine_, serving(20000));
+  Engine loop(*engine_, serving(20000));
   GenerateResult got;
   std::string streamed;
   adakv::runtime::Request r;
@@ -294,7 +293,7 @@ TEST_F(StepEngine, StopStringsEndTheTextBeforeThem) {
 }
 
 TEST_F(StepEngine, AbortEndsARequestAndFreesItsBlocks) {
-  LlmEngine loop(*engine_, serving(20000));
+  Engine loop(*engine_, serving(20000));
   GenerateResult a, b;
   adakv::runtime::Request r1, r2;
   r1.generate = request(prompt(0, 200), policy(Policy::kAdaKV), 64);

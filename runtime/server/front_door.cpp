@@ -1,4 +1,4 @@
-#include "runtime/server/async_engine.h"
+#include "runtime/server/front_door.h"
 
 #include <chrono>
 #include <cstdio>
@@ -6,17 +6,17 @@
 
 namespace adakv::server {
 
-double AsyncEngine::now_s() {
+double FrontDoor::now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-AsyncEngine::AsyncEngine(runtime::Engine& engine, const runtime::ServingConfig& config,
-                         size_t max_queue, ServerMetrics& metrics)
+FrontDoor::FrontDoor(runtime::Worker& engine, const runtime::ServingConfig& config,
+                     size_t max_queue, ServerMetrics& metrics)
     : engine_(engine), loop_(engine, config), max_queue_(max_queue), metrics_(metrics) {
   publish_gauges();
 }
 
-SubmitStatus AsyncEngine::submit(uint64_t ticket, Submission s) {
+SubmitStatus FrontDoor::submit(uint64_t ticket, Submission s) {
   std::lock_guard lock(mu_);
   if (closed_ || dead_) return SubmitStatus::kClosed;
   if (incoming_.size() + engine_waiting_ >= max_queue_) return SubmitStatus::kQueueFull;
@@ -25,13 +25,13 @@ SubmitStatus AsyncEngine::submit(uint64_t ticket, Submission s) {
   return SubmitStatus::kQueued;
 }
 
-void AsyncEngine::abort(uint64_t ticket) {
+void FrontDoor::abort(uint64_t ticket) {
   std::lock_guard lock(mu_);
   aborts_.push_back(ticket);
   wake_.notify_one();
 }
 
-void AsyncEngine::shutdown(double drain_s) {
+void FrontDoor::shutdown(double drain_s) {
   std::lock_guard lock(mu_);
   // A later, shorter drain (a second signal) brings the deadline forward.
   const double deadline = now_s() + drain_s;
@@ -40,7 +40,7 @@ void AsyncEngine::shutdown(double drain_s) {
   wake_.notify_one();
 }
 
-void AsyncEngine::admit(std::deque<std::pair<uint64_t, Submission>>& batch) {
+void FrontDoor::admit(std::deque<std::pair<uint64_t, Submission>>& batch) {
   for (auto& [ticket, s] : batch) {
     runtime::Request& r = s.request;
     const double arrived = s.arrived_s;
@@ -74,7 +74,7 @@ void AsyncEngine::admit(std::deque<std::pair<uint64_t, Submission>>& batch) {
   }
 }
 
-void AsyncEngine::publish_gauges() {
+void FrontDoor::publish_gauges() {
   const auto& sched = loop_.scheduler();
   EngineGauges g;
   g.running = sched.num_running();
@@ -98,7 +98,7 @@ void AsyncEngine::publish_gauges() {
   metrics_.set_gauges(g);
 }
 
-void AsyncEngine::fail_all(const std::string& why) {
+void FrontDoor::fail_all(const std::string& why) {
   for (auto& [ticket, live] : live_) {
     if (live.on_error) live.on_error(503, why);
   }
@@ -113,7 +113,7 @@ void AsyncEngine::fail_all(const std::string& why) {
   }
 }
 
-void AsyncEngine::run() {
+void FrontDoor::run() {
   for (;;) {
     std::deque<std::pair<uint64_t, Submission>> batch;
     std::deque<uint64_t> aborts;

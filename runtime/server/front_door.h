@@ -1,5 +1,5 @@
 // The serving loop behind a thread-safe door: HTTP threads submit and abort requests; one
-// engine thread (the one that owns the Engine, and so every MPI call of rank 0) runs the loop.
+// engine thread (the one that owns the Worker, and so every MPI call of rank 0) runs the loop.
 //
 // A submitted request's callbacks (on_text, on_token, on_done, on_error) run on the engine
 // thread; the HTTP side posts what they carry to its own connection. Every submission ends in
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/llm_engine.h"
+#include "runtime/engine.h"
 #include "runtime/server/metrics.h"
 
 namespace adakv::server {
@@ -30,11 +30,11 @@ struct Submission {
 
 enum class SubmitStatus { kQueued, kQueueFull, kClosed };
 
-class AsyncEngine {
+class FrontDoor {
  public:
   // `max_queue`: submissions past this many waiting requests are turned away (kQueueFull).
-  AsyncEngine(runtime::Engine& engine, const runtime::ServingConfig& config, size_t max_queue,
-              ServerMetrics& metrics);
+  FrontDoor(runtime::Worker& engine, const runtime::ServingConfig& config, size_t max_queue,
+            ServerMetrics& metrics);
 
   // Any thread. A ticket names a request before the engine has seen it (for abort).
   uint64_t new_ticket() { return next_ticket_++; }
@@ -54,15 +54,15 @@ class AsyncEngine {
 
  private:
   struct Live {
-    uint64_t id = 0;  // the LlmEngine's
+    uint64_t id = 0;  // the Engine's
     std::function<void(int, const std::string&)> on_error;
   };
   void admit(std::deque<std::pair<uint64_t, Submission>>& batch);
   void publish_gauges();
   void fail_all(const std::string& why);
 
-  runtime::Engine& engine_;
-  runtime::LlmEngine loop_;
+  runtime::Worker& engine_;
+  runtime::Engine loop_;
   size_t max_queue_;
   ServerMetrics& metrics_;
   std::atomic<uint64_t> next_ticket_{1};

@@ -1,0 +1,396 @@
+#include "runtime/worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <stdexcept>
+
+#include "model/gguf/gguf.h"
+#include "runtime/engine_command.h"
+#include "runtime/kv/block_pool.h"
+#include "runtime/kv/paged_batch.h"
+
+namespace adakv::runtime {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+EngineCommand make_command(EngineOp op) {
+  EngineCommand c;
+  c.op = op;
+  return c;
+}
+
+model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::DeviceGroup* tp,
+                             kernels::Backend& backend) {
+  auto config = model::ModelConfig::from_gguf(*file);
+  const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
+  const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
+  auto weights = model::Weights::load(file, config, shard, backend);
+  return model::LlamaModel(std::move(config), std::move(weights), shard, tp, backend);
+}
+
+// The backend named by ADAKV_BACKEND (the cluster config's `backend:`, which `adakv launch`
+// passes to every rank); cpu when unset.
+std::unique_ptr<kernels::Backend> backend_from_env() {
+  const char* name = std::getenv("ADAKV_BACKEND");
+  return kernels::make_backend(kernels::backend_kind_from_string(name && *name ? name : "cpu"));
+}
+
+// `world` when its tensor-parallel place is tp's.
+comm::World checked_world(const comm::World& world, const comm::Communicator* tp) {
+  const int rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
+  if (world.tp_rank != rank || world.tp_size != size) {
+    throw std::invalid_argument("the job's world says tensor-parallel rank " +
+                                std::to_string(world.tp_rank) + " of " +
+                                std::to_string(world.tp_size) + ", the group rank " +
+                                std::to_string(rank) + " of " + std::to_string(size));
+  }
+  return world;
+}
+
+}  // namespace
+
+Worker::Worker(const std::string& path, comm::Communicator* tp, const comm::World& world)
+    : Worker(std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path)), tp, world) {}
+
+Worker::Worker(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp,
+               const comm::World& world)
+    : world_(checked_world(world, tp)),
+      single_(tp ? nullptr : comm::make_single_communicator()),
+      control_(tp ? *tp : *single_),
+      backend_(backend_from_env()),
+      device_group_(tp && tp->size() > 1
+                        ? std::make_unique<comm::DeviceGroup>(tp->duplicate(), *backend_)
+                        : nullptr),
+      exchange_group_(tp && tp->size() > 1 ? tp->duplicate() : nullptr),
+      model_(load_model(file, device_group_.get(), *backend_)),
+      tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
+
+Worker::~Worker() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adakv: could not stop the other ranks: %s\n", e.what());
+  }
+}
+
+void Worker::shutdown() {
+  if (!is_root() || shut_down_ || tp_size() == 1) return;
+  shut_down_ = true;
+  control_.broadcast(encode_command(EngineCommand{}));
+}
+
+void Worker::reset_stats() {
+  control_.comm().reset_stats();
+  if (exchange_group_) exchange_group_->reset_stats();
+  if (device_group_) device_group_->reset_stats();
+}
+
+void Worker::fail_job(const std::exception& e) const {
+  // The other ranks wait inside a collective of this command: no message can reach them any
+  // more. Exiting without MPI_Finalize makes mpirun end the whole job.
+  std::fprintf(stderr, "adakv rank %d: error: %s (stopping every rank of the job)\n",
+               control_.comm().rank(), e.what());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+int Worker::follow() {
+  if (is_root()) throw std::logic_error("follow() is for the ranks other than 0");
+  for (;;) {
+    const auto command = decode_command(control_.broadcast({}));
+    try {
+      switch (command.op) {
+        case EngineOp::kShutdown:
+          return 0;
+        case EngineOp::kConfigureSteps:
+          run_configure_steps(command.serving);
+          break;
+        case EngineOp::kStep:
+          run_step(command.plan);
+          break;
+      }
+    } catch (const std::exception& e) {
+      fail_job(e);
+    }
+  }
+}
+
+template <class Body>
+auto Worker::drive(const EngineCommand& command, Body&& body) const -> decltype(body()) {
+  if (tp_size() == 1) return body();
+  control_.broadcast(encode_command(command));
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    fail_job(e);
+  }
+}
+
+std::vector<float> Worker::host_logits(const model::Logits& logits) const {
+  return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
+}
+
+void Worker::configure_steps(const ServingConfig& config) {
+  if (!is_root()) throw std::logic_error("configure_steps() runs on rank 0");
+  config.validate();
+  EngineCommand command = make_command(EngineOp::kConfigureSteps);
+  command.serving = config;
+  drive(command, [&] { run_configure_steps(config); });
+}
+
+void Worker::run_configure_steps(const ServingConfig& config) {
+  step_seqs_.clear();
+  step_pool_.reset();
+  const kernels::KvBlockLayout layout{config.block_tokens, model_.local_config().head_dim,
+                                      config.kv_dtype};
+  step_pool_ = std::make_unique<BlockPool>(layout, config.kv_pool_blocks, *backend_);
+}
+
+StepResult Worker::execute_step(const StepPlan& plan) {
+  if (!is_root()) throw std::logic_error("execute_step() runs on rank 0");
+  if (!step_pool_) throw std::logic_error("execute_step() before configure_steps()");
+  EngineCommand command = make_command(EngineOp::kStep);
+  command.plan = plan;
+  return drive(command, [&] { return run_step(plan); });
+}
+
+StepResult Worker::run_step(const StepPlan& plan) {
+  StepResult result;
+  auto seq = [&](uint64_t id) -> StepSequence& {
+    const auto it = step_seqs_.find(id);
+    if (it == step_seqs_.end()) {
+      throw std::logic_error("step plan names sequence " + std::to_string(id) +
+                             ", which has no cache");
+    }
+    return it->second;
+  };
+  // A sequence whose prompt (and look-ahead) is done: what it holds now is its compressed size.
+  auto note_compressed = [&](uint64_t id, StepSequence& s) {
+    const PagedKvCache& c = *s.cache;
+    if (s.compressed || c.awaiting_lookahead() || c.next_position() < s.prompt_tokens) return;
+    s.compressed = true;
+    result.kept[id] = c.model_kept_tokens(model_.config().n_kv_heads);
+    s.after_prefill_bytes = c.held_bytes();
+    s.full_after_prefill_bytes = c.full_bytes();
+    s.pool_free_after_prefill = step_pool_->free_bytes();
+  };
+  for (uint64_t id : plan.report) {
+    StepSequence& s = seq(id);
+    GenerateResult r;
+    r.prompt_tokens = s.cache->report().prompt_tokens;
+    r.kv_after_prefill_bytes = s.after_prefill_bytes;
+    r.kv_full_after_prefill_bytes = s.full_after_prefill_bytes;
+    r.pool_free_after_prefill_bytes = s.pool_free_after_prefill;
+    r.pool_bytes = step_pool_->capacity() * step_pool_->block_bytes();
+    r.compression = s.cache->report();
+    gather_report(*s.cache, r);
+    result.reports.push_back(std::move(r));
+  }
+  for (uint64_t id : plan.release) step_seqs_.erase(id);
+  for (const auto& start : plan.start) {
+    StepSequence s;
+    s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
+                                             head_group(), start.record_scores);
+    s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
+    s.prompt_tokens = start.prompt_tokens;
+    step_seqs_[start.id] = std::move(s);
+  }
+  for (uint64_t id : plan.end_lookahead) {
+    StepSequence& s = seq(id);
+    s.cache->compress_after_lookahead();
+    note_compressed(id, s);
+  }
+  for (const auto& fork : plan.fork) {
+    StepSequence s;
+    s.cache = seq(fork.source).cache->compressed_copy(fork.compression);
+    s.prompt_tokens = s.cache->report().prompt_tokens;
+    step_seqs_[fork.id] = std::move(s);
+    note_compressed(fork.id, step_seqs_[fork.id]);
+  }
+  // The pool after every fork of the step, the same for all of them.
+  for (const auto& fork : plan.fork) {
+    step_seqs_[fork.id].pool_free_after_prefill = step_pool_->free_bytes();
+  }
+  for (uint64_t id : plan.gather_scores) {
+    const PagedKvCache& c = *seq(id).cache;
+    const size_t n = c.report().prompt_tokens, window = c.config().window;
+    const size_t prefix = n > window ? n - window : 0;
+    auto& scores = result.scores[id];
+    for (const auto& layer : c.scores()) {
+      scores.push_back(layer.empty() ? layer : gather_heads(layer, prefix));
+    }
+  }
+  if (plan.entries.empty()) return result;
+  std::vector<PagedBatch::Entry> entries;
+  std::vector<int32_t> tokens;
+  const size_t L = model_.config().n_layers, D = model_.config().d_model;
+  for (const auto& e : plan.entries) {
+    StepSequence& s = seq(e.id);
+    PagedBatch::Entry entry{s.cache.get(), e.tokens.size(), e.logits, e.scored_text};
+    if (e.layer_begin > 0 || e.layer_end < L) {
+      entry.layer_begin = e.layer_begin;
+      entry.layer_end = e.layer_end;
+      const size_t bytes = e.tokens.size() * D * sizeof(float);
+      if (s.residual.bytes() != bytes) s.residual = backend_->allocate(bytes);
+      entry.residual = s.residual.as<float>();
+    }
+    entries.push_back(entry);
+    tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+  }
+  PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
+  result.logits = host_logits(model_.forward_ragged(tokens.data(), batch));
+  for (const auto& e : plan.entries) {
+    StepSequence& s = seq(e.id);
+    if (e.layer_end >= L) s.residual.reset();
+    note_compressed(e.id, s);
+  }
+  return result;
+}
+
+std::vector<int32_t> Worker::encode_prompt(const std::string& text, bool chat) const {
+  if (!chat) return tokenizer_.encode(text, /*parse_special=*/false);
+  return tokenizer_.encode(tokenizer::apply_chat_template({{"user", text}}),
+                           /*parse_special=*/true);
+}
+
+size_t Worker::check_request(const GenerateRequest& req) const {
+  const auto& cfg = model_.config();
+  const size_t n_prompt = req.prompt.size();
+  if (n_prompt == 0) throw std::invalid_argument("the prompt is empty");
+  if (n_prompt >= cfg.context_length) {
+    throw std::invalid_argument(
+        "the prompt has " + std::to_string(n_prompt) + " tokens; the model's context holds " +
+        std::to_string(cfg.context_length) + " (prompt plus at least one generated token)");
+  }
+  for (int32_t id : req.prompt) {
+    if (id < 0 || size_t(id) >= cfg.vocab_size) {
+      throw std::invalid_argument("prompt token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " +
+                                  std::to_string(cfg.vocab_size));
+    }
+  }
+  if (n_prompt + req.reference.size() > cfg.context_length) {
+    throw std::invalid_argument(
+        "the prompt (" + std::to_string(n_prompt) + " tokens) and the reference answer (" +
+        std::to_string(req.reference.size()) + ") do not fit the model's context of " +
+        std::to_string(cfg.context_length));
+  }
+  for (int32_t id : req.reference) {
+    if (id < 0 || size_t(id) >= cfg.vocab_size) {
+      throw std::invalid_argument("reference token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " +
+                                  std::to_string(cfg.vocab_size));
+    }
+  }
+  req.sampling.validate();
+  // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt
+  // check of validate(n) is for windows a user asked for (the CLI applies it).
+  req.compression.validate();
+  return std::min(req.max_tokens, cfg.context_length - n_prompt);
+}
+
+size_t Worker::lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const {
+  const bool scores =
+      c.policy != compression::Policy::kFull && c.policy != compression::Policy::kStreaming;
+  if (c.lookahead == 0 || !scores || c.keeps_everything(n_prompt) || n_prompt <= c.window) {
+    return 0;
+  }
+  return std::min(c.lookahead, model_.config().context_length - n_prompt);
+}
+
+HeadGroup Worker::head_group() const {
+  HeadGroup g;
+  const auto& shard = model_.shard();
+  g.model_kv_heads = model_.config().n_kv_heads;
+  g.first_kv_head = shard.kv_head_begin;
+  g.contributes = shard.owns_kv_heads();
+  g.kv_replicas = shard.kv_replicas;
+  g.exchange = exchange_group_.get();
+  return g;
+}
+
+void Worker::gather_report(const PagedKvCache& cache, GenerateResult& result) const {
+  result.kv_full_bytes = cache.full_bytes();
+  result.kv_kept_bytes = cache.held_bytes();
+  result.rank_kv_kept_bytes = {result.kv_kept_bytes};
+  result.budget_exchange_s = exchange_group_ ? exchange_group_->stats().all_reduce_s : 0.0;
+  result.all_reduce_s = device_group_ ? device_group_->stats().all_reduce_s : 0.0;
+  const size_t P = tp_size();
+  if (P == 1) return;
+  auto& comm = control_.comm();
+  const auto& cfg = model_.config();
+  const size_t L = cfg.n_layers, Hm = cfg.n_kv_heads;
+  // Every rank's int64 values [n], rank-major.
+  std::vector<int64_t> mine, all;
+  auto gather = [&] {
+    all.resize(P * mine.size());
+    comm.all_gather_bytes(mine.data(), mine.size() * sizeof(int64_t), all.data());
+  };
+  // Byte counts summed over the ranks (replicated KV heads count on every rank holding them).
+  size_t* sums[] = {&result.kv_full_bytes,
+                    &result.kv_kept_bytes,
+                    &result.kv_after_prefill_bytes,
+                    &result.kv_full_after_prefill_bytes,
+                    &result.pool_free_after_prefill_bytes,
+                    &result.pool_bytes};
+  const size_t S = std::size(sums);
+  mine.clear();
+  for (size_t* b : sums) mine.push_back(static_cast<int64_t>(*b));
+  gather();
+  for (size_t* b : sums) *b = 0;
+  result.rank_kv_kept_bytes.assign(P, 0);
+  for (size_t r = 0; r < P; ++r) {
+    for (size_t i = 0; i < S; ++i) {
+      const auto b = static_cast<size_t>(all[r * S + i]);
+      *sums[i] += b;
+      if (sums[i] == &result.kv_kept_bytes) result.rank_kv_kept_bytes[r] = b;
+    }
+  }
+
+  // Kept tokens of every model head, from the first rank holding it.
+  auto& kept = result.compression.kept;
+  if (!kept.empty()) {
+    for (size_t l = 0; l < L; ++l) {
+      std::vector<float> own(kept[l].begin(), kept[l].end());
+      const auto whole = gather_heads(own, 1);
+      kept[l].assign(whole.begin(), whole.end());
+    }
+  }
+
+  // The budget vector of every rank, compared with rank 0's.
+  const auto& budgets = result.compression.budgets;
+  mine.assign(L * Hm, -1);
+  for (size_t l = 0; l < budgets.size(); ++l) {
+    for (size_t h = 0; h < Hm; ++h) mine[l * Hm + h] = static_cast<int64_t>(budgets[l][h]);
+  }
+  gather();
+  result.budgets_agree_across_ranks = true;
+  for (size_t r = 1; r < P; ++r) {
+    for (size_t i = 0; i < L * Hm; ++i) {
+      if (all[r * L * Hm + i] != all[i]) result.budgets_agree_across_ranks = false;
+    }
+  }
+}
+
+std::vector<float> Worker::gather_heads(const std::vector<float>& own, size_t width) const {
+  const size_t P = tp_size();
+  if (P == 1) return own;
+  const auto& cfg = model_.config();
+  std::vector<float> all(P * own.size()), out(cfg.n_kv_heads * width);
+  control_.comm().all_gather(own.data(), own.size(), all.data());
+  for (size_t r = 0; r < P; ++r) {
+    const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
+    if (!shard.owns_kv_heads()) continue;
+    std::copy_n(all.begin() + r * own.size(), own.size(),
+                out.begin() + shard.kv_head_begin * width);
+  }
+  return out;
+}
+
+}  // namespace adakv::runtime

@@ -1,0 +1,194 @@
+// What every rank runs: one loaded model (this rank's shard), its tokenizer, the backend it
+// runs on, the block pool and the caches of the sequences in flight, and the execution of step
+// plans (execute_step: one ragged forward over the plan's entries, after the caches it starts,
+// forks, compresses or releases).
+//
+// Tensor parallelism: every rank of the group builds a Worker on the same model with the
+// group's communicator; each loads only its shard. Rank 0 (the root) is the one callers use:
+// execute_step() broadcasts the plan as a command over the control plane (the host group),
+// then every rank runs it in lock step; the layers' all-reduces go over the device group, the
+// Ada-KV gain exchange over a communicator of its own. The other ranks call follow() and stay
+// there until the root's Worker is destroyed (or shutdown() is called). An error in the middle
+// of a command ends every rank of the job (the ranks could no longer agree on what comes next).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/control_plane.h"
+#include "comm/device_group.h"
+#include "comm/world.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "model/llama.h"
+#include "model/tokenizer/tokenizer.h"
+#include "runtime/compression/config.h"
+#include "runtime/kv/paged_kv_cache.h"
+#include "runtime/sampler.h"
+#include "runtime/step_plan.h"
+
+namespace adakv::gguf {
+class GgufFile;
+}
+
+namespace adakv::runtime {
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  size_t max_tokens = 256;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  compression::CompressionConfig compression;  // policy full: no compression
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
+  size_t block_tokens = 16;
+  // generate_policies (runtime/policy_fork.h) only: a known answer, teacher-forced after the
+  // prompt in each policy's cache (see GenerateResult::reference_nll). Empty: none.
+  std::vector<int32_t> reference;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (EOS included when it stopped there)
+  std::string text;             // decoded generated text (EOS excluded)
+  std::string finish_reason;    // "stop" (EOS or a stop string), "length" or "abort"
+  size_t prompt_tokens = 0;
+  double prefill_s = 0;  // until the prompt was compressed (look-ahead included)
+  double decode_s = 0;
+  double ttft_s = 0;       // serving loop: from the request's arrival to its first token
+  size_t preemptions = 0;  // serving loop: times it was preempted and recomputed
+  // KV memory at the end of generation, in the pool's dtype, block rounding included:
+  size_t kv_full_bytes = 0;                // what the uncompressed cache would hold
+  size_t kv_kept_bytes = 0;                // what the sequence holds
+  size_t kv_after_prefill_bytes = 0;       // held right after prefill (and compaction)
+  size_t kv_full_after_prefill_bytes = 0;  // uncompressed, right after prefill
+  size_t pool_free_after_prefill_bytes = 0;
+  size_t pool_bytes = 0;
+  CompressionReport compression;  // budgets per layer and head, scoring/allocation time
+  // Tensor parallelism (one entry on one rank): KV bytes each rank holds at the end, and
+  // whether every rank computed the same budget vector (compression.budgets).
+  std::vector<size_t> rank_kv_kept_bytes;
+  bool budgets_agree_across_ranks = true;
+  double all_reduce_s = 0;       // this rank's time in the layers' all_reduce
+  double budget_exchange_s = 0;  // time in the Ada-KV gain-matrix exchange
+  // -log p (natural log) of each request.reference token given the prompt (compressed by this
+  // result's policy) and the reference tokens before it; empty without a reference.
+  std::vector<double> reference_nll;
+};
+
+// What one step of the serving loop gives back, on rank 0.
+struct StepResult {
+  // The logits of the plan's entries that want them, [rows][vocab] in entry order: the only
+  // rows downloaded from the backend.
+  std::vector<float> logits;
+  std::vector<GenerateResult> reports;  // parallel to plan.report
+  // Tokens each [layer][model kv head] holds, for every sequence compressed in this step (its
+  // prompt and look-ahead done) or forked in it: the budget vector every rank computed.
+  std::map<uint64_t, std::vector<std::vector<size_t>>> kept;
+  // The window scores of plan.gather_scores' recording sequences, for the whole model:
+  // [layer] -> [model kv head][prefix] (empty for a layer that was not scored).
+  std::map<uint64_t, std::vector<std::vector<float>>> scores;
+};
+
+// Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
+using LogitsObserver = std::function<void(const float* logits, size_t vocab)>;
+
+class Worker {
+ public:
+  // Loads the model at `path` (resolve names with resolve_model first). `tp` (not owned,
+  // outliving the engine) is the tensor-parallel group; null or one rank: no parallelism.
+  // `world` is this process's place in the job (built once at start-up: launcher/job.h); its
+  // tensor-parallel rank and size must be tp's (throws std::invalid_argument otherwise).
+  explicit Worker(const std::string& path, comm::Communicator* tp = nullptr,
+                  const comm::World& world = comm::World::single());
+  explicit Worker(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp = nullptr,
+                  const comm::World& world = comm::World::single());
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  bool is_root() const { return control_.is_root(); }
+  const comm::World& world() const { return world_; }
+  size_t tp_size() const { return size_t(control_.size()); }
+  // Non-root ranks: runs the root's commands until it shuts down; returns 0.
+  int follow();
+  // Root: tells the other ranks to leave follow() (the destructor does it too).
+  void shutdown();
+
+  const model::LlamaModel& model() const { return model_; }
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+
+  // Tokenizes a prompt; `chat` wraps it as one user turn of the model's chat template.
+  std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
+
+  // Validates a request (throws std::invalid_argument naming the problem); returns how many
+  // tokens it may generate.
+  size_t check_request(const GenerateRequest& request) const;
+
+  // ---- The steps (runtime/engine.h and runtime/policy_fork.h drive them from rank 0) ----
+  // Root: every rank (re)creates the block pool of `config`, dropping the caches of an earlier
+  // loop.
+  void configure_steps(const ServingConfig& config);
+  // Root: every rank executes `plan` (see StepPlan); the result comes back on rank 0.
+  StepResult execute_step(const StepPlan& plan);
+  // Rank 0's pool of the serving loop.
+  const BlockPool* step_pool() const { return step_pool_.get(); }
+  // Largest prompt plus generation one request may ask for (the model's context).
+  size_t context_length() const { return model_.config().context_length; }
+
+  // Look-ahead tokens a prefill of an n_prompt-token prompt decodes for policy c: c.lookahead
+  // capped by the context, 0 when c keeps everything or scores nothing.
+  size_t lookahead_steps(const compression::CompressionConfig& c, size_t n_prompt) const;
+  // Root: zeroes the time counters that reports carry (layer all-reduces, gain exchange).
+  void reset_stats();
+
+ private:
+  // Collective: the rows of every model KV head from each rank's rows of its own heads
+  // ([own heads][width] per rank; replicas after the first are skipped).
+  std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;
+  // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
+  HeadGroup head_group() const;
+  // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
+  void gather_report(const PagedKvCache& cache, GenerateResult& result) const;
+  // Root: sends `command` to the other ranks, then runs `body` (this rank's share of it). A
+  // command that fails midway ends the job.
+  template <class Body>
+  auto drive(const struct EngineCommand& command, Body&& body) const -> decltype(body());
+  [[noreturn]] void fail_job(const std::exception& e) const;
+
+  // Every rank's share of a step (reports are collective); the result is rank 0's.
+  StepResult run_step(const StepPlan& plan);
+  // Rank 0: `logits` in host memory; empty elsewhere.
+  std::vector<float> host_logits(const model::Logits& logits) const;
+  void run_configure_steps(const ServingConfig& config);
+
+  // A serving sequence's cache, and what it held right after compression (for its report).
+  struct StepSequence {
+    std::unique_ptr<PagedKvCache> cache;
+    size_t prompt_tokens = 0;
+    bool compressed = false;
+    // [prompt tokens][d_model] in backend memory: the residual stream of a prompt prefilled
+    // layer by layer, between its steps.
+    kernels::Buffer residual;
+    size_t after_prefill_bytes = 0, full_after_prefill_bytes = 0, pool_free_after_prefill = 0;
+  };
+
+  comm::World world_;
+  std::unique_ptr<comm::Communicator> single_;  // when no group is given
+  comm::ControlPlane control_;
+  std::unique_ptr<kernels::Backend> backend_;  // what the model and the KV pools run on
+  // The layers' collectives (a communicator of their own); null on one rank.
+  std::unique_ptr<comm::DeviceGroup> device_group_;
+  // The host group's Ada-KV gain exchange (a communicator of its own, so that its collectives
+  // never interleave with the control plane's); null on one rank.
+  std::unique_ptr<comm::Communicator> exchange_group_;
+  model::LlamaModel model_;
+  tokenizer::Tokenizer tokenizer_;
+  bool shut_down_ = false;
+  std::unique_ptr<BlockPool> step_pool_;
+  std::map<uint64_t, StepSequence> step_seqs_;
+};
+
+}  // namespace adakv::runtime
