@@ -11,7 +11,8 @@ BlockPool::BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks,
       block_bytes_(layout.block_bytes()),
       backend_(&backend),
       arena_(backend.allocate(n_blocks * layout.block_bytes())),
-      in_use_(n_blocks, false) {
+      in_use_(n_blocks, false),
+      tables_(backend) {
   if (layout.block_tokens == 0 || layout.head_dim == 0) {
     throw std::invalid_argument("KV block layout needs block_tokens >= 1 and head_dim >= 1");
   }

@@ -1,6 +1,7 @@
 // The KV block pool: one arena of fixed-size blocks, each holding `block_tokens` tokens of K
 // and V of ONE KV head of ONE layer (layout: kernels::KvBlockLayout). Sequences own blocks
-// through their head tables; compaction returns blocks here, where any sequence can reuse them.
+// through their head tables (kept here too, flat in backend memory: BlockTables); compaction
+// returns blocks here, where any sequence can reuse them.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "runtime/kv/block_tables.h"
 
 namespace adakv::runtime {
 
@@ -32,6 +34,9 @@ class BlockPool {
   const uint8_t* arena() const { return arena_.as<uint8_t>(); }
   uint8_t* arena() { return arena_.as<uint8_t>(); }
   kernels::Backend& backend() const { return *backend_; }
+  // The block tables of the sequences in this pool.
+  BlockTables& tables() { return tables_; }
+  const BlockTables& tables() const { return tables_; }
   const kernels::KvBlockLayout& layout() const { return layout_; }
 
   size_t capacity() const { return in_use_.size(); }
@@ -50,6 +55,7 @@ class BlockPool {
   kernels::Buffer arena_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
   std::vector<bool> in_use_;
+  BlockTables tables_;
 };
 
 }  // namespace adakv::runtime

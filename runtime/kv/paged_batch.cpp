@@ -15,6 +15,7 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
   size_t rows = 0;
   for (const Entry& e : entries_) rows += e.tokens;
   staged_.clear();
+  staged_caches_.clear();
   running_.clear();
   slots_.assign(rows * H, -1);
   for (size_t s = 0, row = 0; s < entries_.size(); row += entries_[s].tokens, ++s) {
@@ -26,7 +27,14 @@ void PagedBatch::append_and_attend(size_t layer, const float* q, size_t q_stride
                        v + row * kv_stride, kv_stride, e.tokens, out + row * out_stride, out_stride,
                        slots_.data() + row * H, seq)) {
       staged_.push_back(seq);
+      staged_caches_.push_back(e.cache);
     }
+  }
+  // A later sequence's stage may have grown the pool's block tables: every descriptor takes its
+  // table pointers once all are staged.
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    staged_[i].block_ids = staged_caches_[i]->table_rows(layer);
+    staged_[i].lengths = staged_caches_[i]->table_lengths(layer);
   }
   // Every sequence's new rows of this layer, all heads, in one op; then one attention over the
   // sequences that read the pool. Both go through backend memory: the slot mapping and the

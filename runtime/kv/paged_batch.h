@@ -60,6 +60,7 @@ class PagedBatch : public model::KvBatch {
   std::vector<std::pair<size_t, size_t>> running_;
   std::vector<int32_t> slots_;
   std::vector<kernels::PagedSequence> staged_;
+  std::vector<const PagedKvCache*> staged_caches_;  // the cache of each staged_ descriptor
   kernels::Buffer slots_dev_, seqs_;
 };
 

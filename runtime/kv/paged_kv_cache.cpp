@@ -30,9 +30,7 @@ PagedKvCache::PagedKvCache(BlockPool& pool, const model::ModelConfig& model,
                                 " does not match the model's " + std::to_string(model.head_dim));
   }
   compression::HeadSelector::check_scope(compression);
-  lengths_ = backend().allocate(model.n_layers * model.n_kv_heads * sizeof(uint32_t));
-  backend().fill(lengths_.data(), 0, lengths_.bytes());
-  reserve_table(16);
+  table_slot_ = pool.tables().acquire(model.n_layers, model.n_kv_heads);
 }
 
 template <class T>
@@ -43,45 +41,19 @@ const T* PagedKvCache::stage_array(kernels::Buffer& buffer, const std::vector<T>
   return buffer.as<T>();
 }
 
-void PagedKvCache::reserve_table(size_t blocks) {
-  if (blocks <= table_capacity_) return;
-  const size_t L = model_.n_layers, H = model_.n_kv_heads;
-  const size_t capacity = std::max(blocks, 2 * table_capacity_);
-  std::vector<int32_t> ids(L * H * capacity, -1);
-  std::vector<const int32_t*> rows(L * H);
-  table_ = backend().allocate(ids.size() * sizeof(int32_t));
-  for (size_t l = 0; l < L; ++l) {
-    for (size_t g = 0; g < H; ++g) {
-      HeadTable& head = heads_[l][g];
-      std::copy(head.blocks.begin(), head.blocks.end(), ids.begin() + (l * H + g) * capacity);
-      head.synced = head.blocks.size();
-      rows[l * H + g] = table_.as<int32_t>() + (l * H + g) * capacity;
-    }
-  }
-  backend().upload(table_.data(), ids.data(), ids.size() * sizeof(int32_t));
-  rows_ = backend().allocate(rows.size() * sizeof(const int32_t*));
-  backend().upload(rows_.data(), rows.data(), rows.size() * sizeof(const int32_t*));
-  table_capacity_ = capacity;
-}
-
 void PagedKvCache::sync_layer(size_t layer) {
   const size_t H = model_.n_kv_heads;
-  size_t most = 0;
-  for (const HeadTable& head : heads_[layer]) most = std::max(most, head.blocks.size());
-  reserve_table(most);
+  std::vector<const std::vector<int32_t>*> blocks(H);
+  std::vector<size_t> synced(H);
   std::vector<uint32_t> lengths(H);
   for (size_t g = 0; g < H; ++g) {
-    HeadTable& head = heads_[layer][g];
-    head.synced = std::min(head.synced, head.blocks.size());
-    if (head.blocks.size() > head.synced) {
-      backend().upload(table_.as<int32_t>() + (layer * H + g) * table_capacity_ + head.synced,
-                       head.blocks.data() + head.synced,
-                       (head.blocks.size() - head.synced) * sizeof(int32_t));
-      head.synced = head.blocks.size();
-    }
+    const HeadTable& head = heads_[layer][g];
+    blocks[g] = &head.blocks;
+    synced[g] = head.synced;
     lengths[g] = head.length;
   }
-  backend().upload(lengths_.as<uint32_t>() + layer * H, lengths.data(), H * sizeof(uint32_t));
+  pool_.tables().write_layer(table_slot_, layer, blocks, synced, lengths);
+  for (size_t g = 0; g < H; ++g) heads_[layer][g].synced = synced[g];
 }
 
 int32_t PagedKvCache::slot(const HeadTable& head, size_t row) const {
@@ -93,6 +65,7 @@ PagedKvCache::~PagedKvCache() {
   for (auto& layer : heads_) {
     for (auto& head : layer) release(head);
   }
+  pool_.tables().release(table_slot_);
 }
 
 void PagedKvCache::release(HeadTable& head) {
@@ -194,12 +167,7 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
   if (awaiting_lookahead() && position_ >= report_.prompt_tokens) {
     compressor_.observe(layer, q, q_stride, n);
   }
-  seq = kernels::PagedSequence{rows_.as<const int32_t*>() + layer * Hkv,
-                               lengths_.as<uint32_t>() + layer * Hkv,
-                               n,
-                               q,
-                               q_stride,
-                               out,
+  seq = kernels::PagedSequence{table_rows(layer), table_lengths(layer), n, q, q_stride, out,
                                out_stride};
   return true;
 }

@@ -22,9 +22,9 @@
 // Memory: rows live in the pool's arena and reach it only through backend ops (kv_append over a
 // slot mapping, kv_copy_rows for compaction and copies, kv_gather to read keys back for
 // scoring). The block table lives twice: the host's (which block ids each head holds, decided
-// here) and its mirror in backend memory ([layer][kv head][capacity] block ids, [layer][kv head]
-// lengths, and one row pointer per head), which attention reads; every change to a layer's
-// heads is uploaded right after it (sync_layer).
+// here) and the pool's flat table in backend memory (BlockTables: this sequence's slot of
+// [sequence][layer][kv head] block ids, lengths and row pointers), which attention reads; every
+// change to a layer's heads is written there right after it (sync_layer).
 //
 // Chunked prefill (begin_prompt): the prompt arrives over several forwards. Chunks before the
 // last keep every row (attention needs them); the last chunk's queries hold the window, so
@@ -102,6 +102,14 @@ class PagedKvCache : public model::KvCache {
   // blocks from it.
   std::vector<std::vector<size_t>> model_kept_tokens(size_t model_kv_heads) const;
   const BlockPool& pool() const { return pool_; }
+  // The layer's [kv head] row pointers and lengths in the pool's table (backend memory), as
+  // attention reads them; valid until any cache of the pool changes a table.
+  const int32_t* const* table_rows(size_t layer) const {
+    return pool_.tables().rows(table_slot_, layer);
+  }
+  const uint32_t* table_lengths(size_t layer) const {
+    return pool_.tables().lengths(table_slot_, layer);
+  }
 
   size_t head_length(size_t layer, size_t head) const { return heads_[layer][head].length; }
   size_t held_blocks() const;
@@ -148,10 +156,8 @@ class PagedKvCache : public model::KvCache {
                   int32_t* slots);
   // Slot of row `row` of a head (its block must exist).
   int32_t slot(const HeadTable& head, size_t row) const;
-  // Uploads the layer's new block ids and its lengths to the backend's table.
+  // Writes the layer's new block ids and its lengths into the pool's table.
   void sync_layer(size_t layer);
-  // Grows the backend's table to hold `blocks` ids per head (re-uploading every layer).
-  void reserve_table(size_t blocks);
   // `values` uploaded into the scratch buffer `buffer` (grown as needed); backend memory.
   template <class T>
   const T* stage_array(kernels::Buffer& buffer, const std::vector<T>& values);
@@ -178,10 +184,7 @@ class PagedKvCache : public model::KvCache {
   size_t prompt_n_ = 0;           // begin_prompt's; 0: the first forward is the whole prompt
   bool defer_scoring_ = false;    // scoring waits for look-ahead (compress_after_lookahead)
   bool compact_pending_ = false;  // scope global: compact once the last layer's rows are stored
-  // The backend's block table: ids [layer][head][table_capacity_], lengths [layer][head], and
-  // the row pointers [layer][head] that PagedSequence::block_ids points into.
-  size_t table_capacity_ = 0;
-  kernels::Buffer table_, lengths_, rows_;
+  size_t table_slot_ = 0;         // this sequence's rows of the pool's block tables
   kernels::Buffer slots_, moves_, seq_;  // scratch for one op's slot lists and descriptor
   CompressionReport report_;
 };
