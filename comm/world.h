@@ -1,5 +1,6 @@
 // Where this process stands in a job: a plain value, testable without MPI. Single-process
-// runs use World::single(); the MPI bootstrap (tensor-parallel issue) fills it from the job.
+// runs use World::single(); the MPI bootstrap (comm/mpi/mpi_job.h) fills it from the job once
+// at start-up, and every rank's runtime::Worker takes it.
 #pragma once
 
 namespace adakv::comm {
