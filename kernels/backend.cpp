@@ -1,6 +1,13 @@
 #include "kernels/backend.h"
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/cpu_backend.h"
+#ifdef ADAKV_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace adakv::kernels {
 
@@ -21,6 +28,46 @@ BackendKind backend_kind_from_string(const std::string& name) {
   if (name == "cuda") return BackendKind::kCuda;
   if (name == "guarded") return BackendKind::kGuarded;
   throw std::invalid_argument("backend '" + name + "' is not cpu, cuda or guarded");
+}
+
+namespace {
+
+#ifdef ADAKV_HAVE_CUDA
+// The rank's GPU: its local rank when mpirun started it (the launcher maps ranks to a node's
+// GPUs in order), else device 0.
+int local_cuda_device() {
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) {
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && value >= 0 && value < 1024) return static_cast<int>(value);
+  }
+  return 0;
+}
+#endif
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kCuda:
+#ifdef ADAKV_HAVE_CUDA
+      try {
+        return make_cuda_backend(local_cuda_device());
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string("backend cuda: no CUDA backend can run here: ") +
+                                 e.what());
+      }
+#else
+      throw std::runtime_error(
+          "backend cuda: this build of adakv has no CUDA backend (built with ADAKV_CUDA=OFF or "
+          "without nvcc); run with backend: cpu");
+#endif
+    case BackendKind::kGuarded:
+      return make_guarded_backend();
+    case BackendKind::kCpu:
+      break;
+  }
+  return make_cpu_backend();
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {

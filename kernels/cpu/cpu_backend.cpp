@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace adakv::kernels {
 namespace {
@@ -166,12 +167,7 @@ Backend& cpu_backend() {
   return backend;
 }
 
-std::unique_ptr<Backend> make_backend(BackendKind kind) {
-  if (kind == BackendKind::kCuda) {
-    throw std::runtime_error(
-        "backend cuda: this build of adakv has no CUDA backend yet; run with backend: cpu");
-  }
-  if (kind == BackendKind::kGuarded) return make_guarded_backend();
+std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }
 

@@ -1,0 +1,270 @@
+// The CUDA backend (kernels/backend.h): memory of one device, and every op and transfer on one
+// stream the backend owns, in the order issued.
+//
+// Implemented: allocate, constant (a device copy), free, upload, download, copy, fill,
+// synchronize, run_on_host, gather_rows, and as CUDA kernels rmsnorm, rope_adjacent, swiglu,
+// add, interleave_shards, each with its CPU twin's semantics (shapes, strides, aliasing).
+//
+// NOT implemented yet: matmul_quant, embed_rows, embed_shard_rows, attention_causal,
+// attention_paged, kv_append, kv_copy_rows, kv_gather, kv_block_write, kv_block_read,
+// window_attention_mass, blend_scores, pool_scores. Each throws
+// std::runtime_error("cuda backend: <op> is not implemented yet").
+//
+// Errors: every CUDA call is checked and a failure throws std::runtime_error naming the call
+// and CUDA's message. A fault inside a kernel surfaces at the next call that waits for the
+// stream (download, synchronize, ...). Arguments an ops.h twin rejects throw
+// std::invalid_argument naming the op, as on the CPU; for gather_rows that means reading the
+// row numbers' range back from the device first (one wait for the stream).
+//
+// One thread at a time per backend (any thread: each call makes the backend's device current).
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/launch.h"
+
+namespace adakv::kernels {
+namespace {
+
+using cuda::check_cuda;
+
+[[noreturn]] void not_implemented(const char* op) {
+  throw std::runtime_error(std::string("cuda backend: ") + op + " is not implemented yet");
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    if (const std::string problem = cuda::device_problem(device); !problem.empty()) {
+      throw std::runtime_error("cuda backend: " + problem);
+    }
+    try {
+      check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+      // A blocking stream: it also waits for work on the legacy default stream (where other
+      // libraries may run), and they for it.
+      check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+      check_cuda(cudaMalloc(&range_, 2 * sizeof(int32_t)), "cudaMalloc");
+      check_cuda(cudaMallocHost(&range_host_, 2 * sizeof(int32_t)), "cudaMallocHost");
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  // Buffers of this backend must be gone before it is.
+  ~CudaBackend() override { release(); }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  WeightLayout weight_layout(WeightFormat) const override { return WeightLayout::kRows; }
+  MatmulPath decode_path() const override { return MatmulPath::kFloatDots; }
+
+  // ---- Memory ----
+  Buffer allocate(size_t bytes) override {
+    if (bytes == 0) return Buffer(this, nullptr, 0);
+    activate();
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, bytes),
+               ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
+    return Buffer(this, p, bytes);
+  }
+  Buffer constant(const void* host, size_t bytes) override {
+    Buffer b = allocate(bytes);
+    upload(b.data(), host, bytes);
+    return b;
+  }
+  // Called from Buffer's destructor, so it reports a failure on stderr instead of throwing (a
+  // throw there would end the process, hiding the error that is being unwound). Waits for the
+  // stream first: ops issued before may still use the memory.
+  void free(void* data, size_t bytes) override {
+    if (!data) return;
+    cudaError_t s = cudaSetDevice(device_);
+    if (s == cudaSuccess) s = cudaStreamSynchronize(stream_);
+    if (s == cudaSuccess) s = cudaFree(data);
+    if (s != cudaSuccess) {
+      std::fprintf(stderr, "cuda backend: freeing %zu bytes: %s\n", bytes, cudaGetErrorString(s));
+    }
+  }
+
+  // ---- Transfers ----
+  // Waits for the copy: an asynchronous copy from pageable memory may still read `src` after
+  // it returns, and from pinned memory it does.
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    activate();
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+               "cudaMemcpyAsync (upload)");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (upload)");
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    activate();
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpyAsync (download)");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    activate();
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+               "cudaMemcpyAsync (copy)");
+  }
+  void fill(void* dst, uint8_t byte, size_t bytes) override {
+    if (bytes == 0) return;
+    activate();
+    check_cuda(cudaMemsetAsync(dst, byte, bytes, stream_), "cudaMemsetAsync (fill)");
+  }
+  void synchronize() override {
+    activate();
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  // Waits for the stream, then runs `task`. The host cannot address this backend's memory: the
+  // task reads and writes it through download() and upload(), or hands it to code that takes
+  // device pointers and waits for its own work before returning (the NCCL communicator).
+  void run_on_host(const std::function<void()>& task) override {
+    synchronize();
+    task();
+  }
+  void gather_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride,
+                   size_t row_bytes, const int32_t* rows, size_t n) override {
+    if (n == 0 || row_bytes == 0) return;
+    if (!dst || !src || !rows || (n > 1 && dst_stride < row_bytes)) {
+      check(Status::kInvalidArgument, "gather_rows");
+    }
+    activate();
+    cuda::launch_row_range(rows, n, range_, stream_);
+    check_cuda(
+        cudaMemcpyAsync(range_host_, range_, 2 * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (gather_rows)");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (gather_rows)");
+    const int32_t first = range_host_[0], last = range_host_[1];
+    if (first < 0) check(Status::kInvalidArgument, "gather_rows");
+    // The spans written and read must not overlap (the CPU twin's rule).
+    const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+    const uintptr_t d_end = d + (n - 1) * dst_stride + row_bytes;
+    const uintptr_t s_end = s + static_cast<size_t>(last) * src_stride + row_bytes;
+    if (d < s_end && s < d_end) check(Status::kInvalidArgument, "gather_rows");
+    cuda::launch_gather_rows(dst, dst_stride, src, src_stride, row_bytes, rows, n, stream_);
+  }
+
+  // ---- Compute: the element-wise group ----
+  void rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t dim,
+               float eps) override {
+    if (dim == 0) check(Status::kInvalidArgument, "rmsnorm");
+    activate();
+    cuda::launch_rmsnorm(out, x, w, rows, dim, eps, stream_);
+  }
+  void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
+                     size_t rot_dim, size_t token_stride, float theta) override {
+    if (rot_dim % 2 != 0 || rot_dim > head_dim) check(Status::kInvalidArgument, "rope_adjacent");
+    if (rot_dim / 2 > cuda::kMaxRopeFreqs) {
+      throw std::runtime_error("cuda backend: rope_adjacent with rot_dim above " +
+                               std::to_string(2 * cuda::kMaxRopeFreqs) + " is not implemented yet");
+    }
+    activate();
+    cuda::launch_rope_adjacent(x, positions, T, n_heads, head_dim, rot_dim, token_stride, theta,
+                               stream_);
+  }
+  void swiglu(float* out, const float* gate_up, size_t T, size_t F) override {
+    activate();
+    cuda::launch_swiglu(out, gate_up, T, F, stream_);
+  }
+  void add(float* out, const float* a, const float* b, size_t n) override {
+    activate();
+    cuda::launch_add(out, a, b, n, stream_);
+  }
+  void interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,
+                         size_t cols) override {
+    if (shards > 0 && rows > 0 && cols > 0 && (!logits || !gathered)) {
+      check(Status::kInvalidArgument, "interleave_shards");
+    }
+    activate();
+    cuda::launch_interleave_shards(logits, gathered, shards, rows, cols, stream_);
+  }
+
+  // ---- Compute: not implemented yet ----
+  void matmul_quant(float*, const float*, const void*, WeightFormat, size_t, size_t, size_t,
+                    const MatmulOptions&) override {
+    not_implemented("matmul_quant");
+  }
+  void embed_rows(float*, const void*, WeightFormat, WeightLayout, const int32_t*, size_t, size_t,
+                  size_t) override {
+    not_implemented("embed_rows");
+  }
+  void embed_shard_rows(float*, const void*, WeightFormat, WeightLayout, const int32_t*, size_t,
+                        size_t, size_t, size_t, size_t) override {
+    not_implemented("embed_shard_rows");
+  }
+  void attention_causal(float*, const float*, const float*, const float*, size_t, size_t, size_t,
+                        size_t, size_t, size_t, size_t, size_t, float) override {
+    not_implemented("attention_causal");
+  }
+  void attention_paged(const PagedSequence*, size_t, const uint8_t*, const KvBlockLayout&, size_t,
+                       size_t, float) override {
+    not_implemented("attention_paged");
+  }
+  void kv_append(uint8_t*, const KvBlockLayout&, const float*, const float*, size_t, size_t, size_t,
+                 const int32_t*) override {
+    not_implemented("kv_append");
+  }
+  void kv_copy_rows(uint8_t*, const KvBlockLayout&, const int32_t*, const int32_t*,
+                    size_t) override {
+    not_implemented("kv_copy_rows");
+  }
+  void kv_gather(float*, float*, size_t, const uint8_t*, const KvBlockLayout&, const int32_t*,
+                 size_t) override {
+    not_implemented("kv_gather");
+  }
+  void kv_block_write(uint8_t*, const KvBlockLayout&, size_t, const float*, const float*, size_t,
+                      size_t) override {
+    not_implemented("kv_block_write");
+  }
+  void kv_block_read(const uint8_t*, const KvBlockLayout&, size_t, size_t, float*,
+                     float*) override {
+    not_implemented("kv_block_read");
+  }
+  void window_attention_mass(float*, const float*, size_t, const float*, size_t, size_t, size_t,
+                             size_t, size_t, size_t, float, float*) override {
+    not_implemented("window_attention_mass");
+  }
+  void blend_scores(float*, float*, const float*, const float*, size_t, size_t, size_t, size_t,
+                    float) override {
+    not_implemented("blend_scores");
+  }
+  void pool_scores(float*, const float*, size_t, size_t, size_t, size_t,
+                   const ScorePooling&) override {
+    not_implemented("pool_scores");
+  }
+
+ private:
+  // Makes this backend's device the calling thread's: the backend may be used from a thread
+  // other than the one that made it.
+  void activate() const { check_cuda(cudaSetDevice(device_), "cudaSetDevice"); }
+  // What the constructor made, whatever part of it it made; errors have nowhere to go.
+  void release() {
+    cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (range_host_) cudaFreeHost(range_host_);
+    if (range_) cudaFree(range_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  // gather_rows' row-number range: written on the device, read back through pinned memory.
+  int32_t* range_ = nullptr;
+  int32_t* range_host_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+}  // namespace adakv::kernels
