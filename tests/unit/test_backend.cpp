@@ -97,9 +97,9 @@ TEST(Backend, ChosenByName) {
   EXPECT_EQ(k::backend_kind_from_string("cuda"), k::BackendKind::kCuda);
   EXPECT_THROW(k::backend_kind_from_string("tpu"), std::invalid_argument);
   EXPECT_EQ(k::make_backend(k::BackendKind::kCpu)->kind(), k::BackendKind::kCpu);
+  // A CUDA build on a machine with a GPU makes it; anywhere else the error says why not.
   try {
-    k::make_backend(k::BackendKind::kCuda);
-    FAIL() << "a CUDA backend was made by a build that has none";
+    EXPECT_EQ(k::make_backend(k::BackendKind::kCuda)->kind(), k::BackendKind::kCuda);
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("no CUDA backend"), std::string::npos) << e.what();
   }
