@@ -64,8 +64,8 @@ class ForkedPrompt {
     engine.configure_steps(config);
   }
 
-  // The prompt in one entry, then its greedy look-ahead (EOS ends it early); the recording is
-  // ready to fork at the next plan (which must end its look-ahead: see fork_plan).
+  // The prompt in one entry, then its greedy look-ahead (EOS ends it early) and its scoring:
+  // the recording is ready to fork.
   void prefill() {
     const auto t0 = std::chrono::steady_clock::now();
     const size_t vocab = engine_.model().config().vocab_size;
@@ -88,16 +88,17 @@ class ForkedPrompt {
       look.entries = {StepEntry{kSource, {next}, true}};
       logits = engine_.execute_step(look).logits;
     }
+    StepPlan end;
+    end.end_lookahead = {kSource};
+    engine_.execute_step(end);
     lookahead_s_ = seconds_since(t1);
     prefill_s_ = seconds_since(t0);
   }
 
-  // A plan that ends the recording's look-ahead (scoring it) and forks it under `policies`,
-  // whose new sequence ids go to `ids`.
+  // A plan that forks the recording under `policies`, whose new sequence ids go to `ids`.
   StepPlan fork_plan(const std::vector<compression::CompressionConfig>& policies,
                      std::vector<uint64_t>& ids) {
     StepPlan plan;
-    plan.end_lookahead = {kSource};
     ids.clear();
     for (const auto& p : policies) {
       ids.push_back(next_id_++);
@@ -206,7 +207,6 @@ std::vector<GenerateResult> generate_policies(
     for (size_t b = 0; b < B; ++b) {
       std::vector<uint64_t> fork;
       StepPlan plan = job.fork_plan({policies[b]}, fork);
-      plan.end_lookahead.clear();
       plan.release = last;
       plan.entries = {scored_text(fork[0], req.reference)};
       const std::vector<float> ref = engine.execute_step(plan).logits;

@@ -92,21 +92,13 @@ class CudaBackend final : public Backend {
   }
 
   // ---- Transfers ----
-  // Waits for the copy: an asynchronous copy from pageable memory may still read `src` after
-  // it returns, and from pinned memory it does.
+  // Both wait for the copy: an asynchronous copy from pageable memory may still read `src`
+  // after it returns, and from pinned memory it does.
   void upload(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0) return;
-    activate();
-    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
-               "cudaMemcpyAsync (upload)");
-    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (upload)");
+    transfer_and_wait(dst, src, bytes, cudaMemcpyHostToDevice, "upload");
   }
   void download(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0) return;
-    activate();
-    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
-               "cudaMemcpyAsync (download)");
-    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
+    transfer_and_wait(dst, src, bytes, cudaMemcpyDeviceToHost, "download");
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
@@ -245,6 +237,16 @@ class CudaBackend final : public Backend {
   // Makes this backend's device the calling thread's: the backend may be used from a thread
   // other than the one that made it.
   void activate() const { check_cuda(cudaSetDevice(device_), "cudaSetDevice"); }
+  // One host<->device copy on the stream, returned once it is done.
+  void transfer_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                         const char* what) {
+    if (bytes == 0) return;
+    activate();
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, stream_),
+               (std::string("cudaMemcpyAsync (") + what + ")").c_str());
+    check_cuda(cudaStreamSynchronize(stream_),
+               (std::string("cudaStreamSynchronize (") + what + ")").c_str());
+  }
   // What the constructor made, whatever part of it it made; errors have nowhere to go.
   void release() {
     cudaSetDevice(device_);
