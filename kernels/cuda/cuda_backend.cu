@@ -1,13 +1,11 @@
 // The CUDA backend (kernels/backend.h): memory of one device, and every op and transfer on one
 // stream the backend owns, in the order issued.
 //
-// Implemented: allocate, constant (a device copy), free, upload, download, copy, fill,
-// synchronize, run_on_host, gather_rows, and as CUDA kernels rmsnorm, rope_adjacent, swiglu,
-// add, interleave_shards, each with its CPU twin's semantics (shapes, strides, aliasing).
-//
-// NOT implemented yet: matmul_quant, embed_rows, embed_shard_rows, attention_causal,
-// attention_paged, kv_append, kv_copy_rows, kv_gather, kv_block_write, kv_block_read,
-// window_attention_mass, blend_scores, pool_scores. Each throws
+// This file holds memory, transfers, gather_rows and the element-wise group (rmsnorm,
+// rope_adjacent, swiglu, add, interleave_shards: launch.h); the other ops forward to their
+// group's file: quant_ops.h (matmul_quant, embed_rows, embed_shard_rows), attention_ops.h
+// (attention_causal, attention_paged), kv_ops.h (the KV pool's ops), score_ops.h (Ada-KV's
+// window scoring). An op without a kernel yet throws
 // std::runtime_error("cuda backend: <op> is not implemented yet").
 //
 // Errors: every CUDA call is checked and a failure throws std::runtime_error naming the call
@@ -23,19 +21,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/attention_ops.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/kv_ops.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/quant_ops.h"
+#include "kernels/cuda/score_ops.h"
 
 namespace adakv::kernels {
 namespace {
 
 using cuda::check_cuda;
-
-[[noreturn]] void not_implemented(const char* op) {
-  throw std::runtime_error(std::string("cuda backend: ") + op + " is not implemented yet");
-}
 
 class CudaBackend final : public Backend {
  public:
@@ -179,58 +177,84 @@ class CudaBackend final : public Backend {
     cuda::launch_interleave_shards(logits, gathered, shards, rows, cols, stream_);
   }
 
-  // ---- Compute: not implemented yet ----
-  void matmul_quant(float*, const float*, const void*, WeightFormat, size_t, size_t, size_t,
-                    const MatmulOptions&) override {
-    not_implemented("matmul_quant");
+  // ---- Compute: the quantized-weight group (quant_ops.h) ----
+  void matmul_quant(float* y, const float* x, const void* w, WeightFormat f, size_t M, size_t N,
+                    size_t K, const MatmulOptions& options) override {
+    activate();
+    cuda::matmul_quant(stream_, y, x, w, f, M, N, K, options);
   }
-  void embed_rows(float*, const void*, WeightFormat, WeightLayout, const int32_t*, size_t, size_t,
-                  size_t) override {
-    not_implemented("embed_rows");
+  void embed_rows(float* out, const void* table, WeightFormat f, WeightLayout layout,
+                  const int32_t* ids, size_t T, size_t n_rows, size_t dim) override {
+    activate();
+    cuda::embed_rows(stream_, out, table, f, layout, ids, T, n_rows, dim);
   }
-  void embed_shard_rows(float*, const void*, WeightFormat, WeightLayout, const int32_t*, size_t,
-                        size_t, size_t, size_t, size_t) override {
-    not_implemented("embed_shard_rows");
+  void embed_shard_rows(float* out, const void* table, WeightFormat f, WeightLayout layout,
+                        const int32_t* ids, size_t T, size_t row_begin, size_t n_rows, size_t vocab,
+                        size_t dim) override {
+    activate();
+    cuda::embed_shard_rows(stream_, out, table, f, layout, ids, T, row_begin, n_rows, vocab, dim);
   }
-  void attention_causal(float*, const float*, const float*, const float*, size_t, size_t, size_t,
-                        size_t, size_t, size_t, size_t, size_t, float) override {
-    not_implemented("attention_causal");
+
+  // ---- Compute: attention (attention_ops.h) ----
+  void attention_causal(float* out, const float* q, const float* k, const float* v, size_t T,
+                        size_t n_kv, size_t Hq, size_t Hkv, size_t Dh, size_t q_stride,
+                        size_t kv_stride, size_t out_stride, float scale) override {
+    activate();
+    cuda::attention_causal(stream_, out, q, k, v, T, n_kv, Hq, Hkv, Dh, q_stride, kv_stride,
+                           out_stride, scale);
   }
-  void attention_paged(const PagedSequence*, size_t, const uint8_t*, const KvBlockLayout&, size_t,
-                       size_t, float) override {
-    not_implemented("attention_paged");
+  void attention_paged(const PagedSequence* seqs, size_t n_seqs, const uint8_t* pool,
+                       const KvBlockLayout& layout, size_t Hq, size_t Hkv, float scale) override {
+    activate();
+    cuda::attention_paged(stream_, seqs, n_seqs, pool, layout, Hq, Hkv, scale);
   }
-  void kv_append(uint8_t*, const KvBlockLayout&, const float*, const float*, size_t, size_t, size_t,
-                 const int32_t*) override {
-    not_implemented("kv_append");
+
+  // ---- Compute: the KV pool (kv_ops.h) ----
+  void kv_append(uint8_t* pool, const KvBlockLayout& layout, const float* k, const float* v,
+                 size_t stride, size_t n_tokens, size_t n_heads, const int32_t* slots) override {
+    activate();
+    cuda::kv_append(stream_, pool, layout, k, v, stride, n_tokens, n_heads, slots);
   }
-  void kv_copy_rows(uint8_t*, const KvBlockLayout&, const int32_t*, const int32_t*,
-                    size_t) override {
-    not_implemented("kv_copy_rows");
+  void kv_copy_rows(uint8_t* pool, const KvBlockLayout& layout, const int32_t* src,
+                    const int32_t* dst, size_t n) override {
+    activate();
+    cuda::kv_copy_rows(stream_, pool, layout, src, dst, n);
   }
-  void kv_gather(float*, float*, size_t, const uint8_t*, const KvBlockLayout&, const int32_t*,
-                 size_t) override {
-    not_implemented("kv_gather");
+  void kv_gather(float* k, float* v, size_t stride, const uint8_t* pool,
+                 const KvBlockLayout& layout, const int32_t* slots, size_t n) override {
+    activate();
+    cuda::kv_gather(stream_, k, v, stride, pool, layout, slots, n);
   }
-  void kv_block_write(uint8_t*, const KvBlockLayout&, size_t, const float*, const float*, size_t,
-                      size_t) override {
-    not_implemented("kv_block_write");
+  void kv_block_write(uint8_t* block, const KvBlockLayout& layout, size_t row0, const float* k,
+                      const float* v, size_t n, size_t src_stride) override {
+    activate();
+    cuda::kv_block_write(stream_, block, layout, row0, k, v, n, src_stride);
   }
-  void kv_block_read(const uint8_t*, const KvBlockLayout&, size_t, size_t, float*,
-                     float*) override {
-    not_implemented("kv_block_read");
+  void kv_block_read(const uint8_t* block, const KvBlockLayout& layout, size_t row0, size_t n,
+                     float* k, float* v) override {
+    activate();
+    cuda::kv_block_read(stream_, block, layout, row0, n, k, v);
   }
-  void window_attention_mass(float*, const float*, size_t, const float*, size_t, size_t, size_t,
-                             size_t, size_t, size_t, float, float*) override {
-    not_implemented("window_attention_mass");
+
+  // ---- Compute: Ada-KV's scoring (score_ops.h) ----
+  void window_attention_mass(float* out, const float* q, size_t q_stride, const float* k,
+                             size_t k_stride, size_t n, size_t W, size_t Hq, size_t Hkv, size_t Dh,
+                             float scale, float* peak) override {
+    activate();
+    cuda::window_attention_mass(stream_, out, q, q_stride, k, k_stride, n, W, Hq, Hkv, Dh, scale,
+                                peak);
   }
-  void blend_scores(float*, float*, const float*, const float*, size_t, size_t, size_t, size_t,
-                    float) override {
-    not_implemented("blend_scores");
+  void blend_scores(float* mass, float* peak, const float* window_mass, const float* window_peak,
+                    size_t Hq, size_t n_keys, size_t n_window, size_t prefix,
+                    float weight) override {
+    activate();
+    cuda::blend_scores(stream_, mass, peak, window_mass, window_peak, Hq, n_keys, n_window, prefix,
+                       weight);
   }
-  void pool_scores(float*, const float*, size_t, size_t, size_t, size_t,
-                   const ScorePooling&) override {
-    not_implemented("pool_scores");
+  void pool_scores(float* scores, const float* mass, size_t n_keys, size_t prefix, size_t Hq,
+                   size_t Hkv, const ScorePooling& pooling) override {
+    activate();
+    cuda::pool_scores(stream_, scores, mass, n_keys, prefix, Hq, Hkv, pooling);
   }
 
  private:

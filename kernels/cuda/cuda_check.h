@@ -23,4 +23,9 @@ inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }
 
+// What an op of the CUDA backend that has no kernel yet throws.
+[[noreturn]] inline void not_implemented(const char* op) {
+  throw std::runtime_error(std::string("cuda backend: ") + op + " is not implemented yet");
+}
+
 }  // namespace adakv::kernels::cuda
