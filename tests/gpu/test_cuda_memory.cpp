@@ -1,6 +1,5 @@
-// The CUDA backend's memory, transfers, row gather and policy against the CPU backend, and the
-// ops it does not implement yet. Data enters device memory through upload() and leaves through
-// download() only.
+// The CUDA backend's memory, transfers, row gather and policy against the CPU backend. Data
+// enters device memory through upload() and leaves through download() only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,7 +30,6 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 class CudaMemory : public CudaBackendTest {};
 class CudaTransfers : public CudaBackendTest {};
 class CudaGatherRows : public CudaBackendTest {};
-class CudaNotImplemented : public CudaBackendTest {};
 
 TEST_F(CudaMemory, KindAndPolicy) {
   EXPECT_EQ(cuda().kind(), k::BackendKind::kCuda);
@@ -160,57 +158,6 @@ TEST_F(CudaGatherRows, RejectsWhatTheCpuRejects) {
   EXPECT_TRUE(rejects([&] { cuda().gather_rows(dst.data(), 4, src.data(), 8, 8, rows.data(), 2); },
                       "gather_rows"));
   cuda().gather_rows(nullptr, 0, nullptr, 0, 8, nullptr, 0);
-}
-
-template <typename F>
-void expect_not_implemented(F&& call, const std::string& op) {
-  try {
-    call();
-    ADD_FAILURE() << op << " returned";
-  } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "cuda backend: " + op + " is not implemented yet");
-  }
-}
-
-TEST_F(CudaNotImplemented, OtherOpsSaySo) {
-  k::Backend& b = cuda();
-  const k::KvBlockLayout layout{};
-  const k::MatmulOptions options{};
-  const k::ScorePooling pooling{};
-  const auto f = k::WeightFormat::kF32;
-  const auto l = k::WeightLayout::kRows;
-  expect_not_implemented([&] { b.matmul_quant(nullptr, nullptr, nullptr, f, 1, 1, 1, options); },
-                         "matmul_quant");
-  expect_not_implemented([&] { b.embed_rows(nullptr, nullptr, f, l, nullptr, 1, 1, 1); },
-                         "embed_rows");
-  expect_not_implemented(
-      [&] { b.embed_shard_rows(nullptr, nullptr, f, l, nullptr, 1, 0, 1, 1, 1); },
-      "embed_shard_rows");
-  expect_not_implemented(
-      [&] { b.attention_causal(nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 1, 1, 1, 1, 1, 1.0f); },
-      "attention_causal");
-  expect_not_implemented([&] { b.attention_paged(nullptr, 0, nullptr, layout, 1, 1, 1.0f); },
-                         "attention_paged");
-  expect_not_implemented([&] { b.kv_append(nullptr, layout, nullptr, nullptr, 1, 1, 1, nullptr); },
-                         "kv_append");
-  expect_not_implemented([&] { b.kv_copy_rows(nullptr, layout, nullptr, nullptr, 1); },
-                         "kv_copy_rows");
-  expect_not_implemented([&] { b.kv_gather(nullptr, nullptr, 1, nullptr, layout, nullptr, 1); },
-                         "kv_gather");
-  expect_not_implemented([&] { b.kv_block_write(nullptr, layout, 0, nullptr, nullptr, 1, 1); },
-                         "kv_block_write");
-  expect_not_implemented([&] { b.kv_block_read(nullptr, layout, 0, 1, nullptr, nullptr); },
-                         "kv_block_read");
-  expect_not_implemented(
-      [&] {
-        b.window_attention_mass(nullptr, nullptr, 1, nullptr, 1, 1, 1, 1, 1, 1, 1.0f, nullptr);
-      },
-      "window_attention_mass");
-  expect_not_implemented(
-      [&] { b.blend_scores(nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 1, 1.0f); },
-      "blend_scores");
-  expect_not_implemented([&] { b.pool_scores(nullptr, nullptr, 1, 1, 1, 1, pooling); },
-                         "pool_scores");
 }
 
 }  // namespace
