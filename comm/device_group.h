@@ -4,13 +4,19 @@
 // the control plane use: step plans, token ids, the gain matrix, reports) stays apart, so that
 // host traffic never interleaves with a layer's collectives.
 //
-// Over MPI (CPU backends) each collective runs as host code inside Backend::run_on_host, on a
-// communicator of its own (a duplicate of the host group's); NCCL would enqueue on the
-// backend's stream instead.
+// How a collective reaches the backend's memory depends on the pair:
+//  - a communicator that takes device buffers (NCCL, made on the backend's stream): it is
+//    enqueued on that stream and nothing waits for it;
+//  - a host communicator (MPI) and a backend the host can address (CPU, guarded): it runs as
+//    host code inside Backend::run_on_host;
+//  - a host communicator and a device backend (CUDA ranks without NCCL, or several ranks on one
+//    GPU, which NCCL refuses): the buffer is downloaded, reduced or gathered on the host and
+//    uploaded back.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
@@ -19,12 +25,19 @@ namespace adakv::comm {
 
 class DeviceGroup {
  public:
+  enum class Path { kDevice, kHost, kStaged };
+
   // `comm` carries the collectives (its own communicator, not the host group's); `backend`
-  // (outliving the group) owns the buffers they read and write.
+  // (outliving the group) owns the buffers they read and write. The path follows from the pair
+  // (above).
   DeviceGroup(std::unique_ptr<Communicator> comm, kernels::Backend& backend);
+  // The path chosen: kStaged works with any pair; kDevice needs a communicator of device
+  // buffers, kHost a backend the host can address (std::invalid_argument otherwise).
+  DeviceGroup(std::unique_ptr<Communicator> comm, kernels::Backend& backend, Path path);
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
+  Path path() const { return path_; }
   // data[0..n) (backend memory) <- the sum over the ranks, in place.
   void all_reduce(float* data, size_t n);
   // out[r * n .. (r + 1) * n) <- rank r's in[0..n) (both backend memory).
@@ -35,6 +48,12 @@ class DeviceGroup {
  private:
   std::unique_ptr<Communicator> comm_;
   kernels::Backend* backend_;
+  Path path_;
+  // The staged path's host copies, kept across calls.
+  std::vector<float> staged_in_, staged_out_;
 };
+
+// "device", "host" or "staged".
+const char* to_string(DeviceGroup::Path path);
 
 }  // namespace adakv::comm

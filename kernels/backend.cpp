@@ -30,29 +30,25 @@ BackendKind backend_kind_from_string(const std::string& name) {
   throw std::invalid_argument("backend '" + name + "' is not cpu, cuda or guarded");
 }
 
-namespace {
+namespace {}  // namespace
 
+int device_count(BackendKind kind) {
+  if (kind != BackendKind::kCuda) return 1;
 #ifdef ADAKV_HAVE_CUDA
-// The rank's GPU: its local rank when mpirun started it (the launcher maps ranks to a node's
-// GPUs in order), else device 0.
-int local_cuda_device() {
-  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) {
-    char* end = nullptr;
-    const long value = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && value >= 0 && value < 1024) return static_cast<int>(value);
-  }
+  return cuda_device_count();
+#else
   return 0;
-}
 #endif
+}
 
-}  // namespace
-
-std::unique_ptr<Backend> make_backend(BackendKind kind) {
+std::unique_ptr<Backend> make_backend(BackendKind kind, int local_rank) {
   switch (kind) {
     case BackendKind::kCuda:
 #ifdef ADAKV_HAVE_CUDA
       try {
-        return make_cuda_backend(local_cuda_device());
+        // Ranks of a node take its GPUs in order; more ranks than GPUs share them.
+        const int count = cuda_device_count();
+        return make_cuda_backend(count > 0 ? local_rank % count : 0);
       } catch (const std::runtime_error& e) {
         throw std::runtime_error(std::string("backend cuda: no CUDA backend can run here: ") +
                                  e.what());

@@ -120,6 +120,9 @@ class Backend {
   // before it: how a CPU backend's device group runs MPI collectives on activations. A backend
   // whose memory the host cannot address throws std::logic_error.
   virtual void run_on_host(const std::function<void()>& task) = 0;
+  // The stream this backend's ops run on, for libraries that enqueue work in the same order
+  // (the NCCL device group): a cudaStream_t on the CUDA backend, null on the CPU backends.
+  virtual void* native_stream() { return nullptr; }
   // Row gather: dst row i (dst_stride bytes apart) <- src row rows[i] (src_stride bytes apart),
   // row_bytes each, for i < n; `rows` holds n row numbers in backend memory. dst and src must not
   // overlap.
@@ -187,9 +190,13 @@ class Backend {
                            size_t Hq, size_t Hkv, const ScorePooling& pooling) = 0;
 };
 
-// The backend of `kind`. Throws std::runtime_error saying why when this build or machine has
-// none of that kind.
-std::unique_ptr<Backend> make_backend(BackendKind kind);
+// The backend of `kind` for the rank `local_rank` of its node: a CUDA backend runs on device
+// local_rank % (devices this process sees), so ranks beyond a node's GPUs share them. Throws
+// std::runtime_error saying why when this build or machine has none of that kind.
+std::unique_ptr<Backend> make_backend(BackendKind kind, int local_rank = 0);
+// The devices of `kind` this process can run a backend on: 1 for the CPU kinds; for kCuda the
+// visible CUDA devices (0 without a driver, or in a build without CUDA).
+int device_count(BackendKind kind);
 // The CPU backend whose memory host code cannot reach: the addresses it hands out lie in a view
 // kept PROT_NONE except inside run_on_host(), so a stray host read or write of backend memory
 // faults at once (SIGSEGV at the offending instruction); its ops check that every pointer they

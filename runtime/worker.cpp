@@ -6,18 +6,18 @@
 #include <cstdlib>
 #include <iterator>
 #include <stdexcept>
+#include <string>
 
 #include "model/gguf/gguf.h"
+#ifdef ADAKV_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#endif
 #include "runtime/engine_command.h"
 #include "runtime/kv/block_pool.h"
 #include "runtime/kv/paged_batch.h"
 
 namespace adakv::runtime {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 EngineCommand make_command(EngineOp op) {
   EngineCommand c;
@@ -35,10 +35,47 @@ model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::D
 }
 
 // The backend named by ADAKV_BACKEND (the cluster config's `backend:`, which `adakv launch`
-// passes to every rank); cpu when unset.
-std::unique_ptr<kernels::Backend> backend_from_env() {
+// passes to every rank); cpu when unset. A CUDA backend takes the GPU of the rank's local rank.
+std::unique_ptr<kernels::Backend> backend_from_env(const comm::World& world) {
   const char* name = std::getenv("ADAKV_BACKEND");
-  return kernels::make_backend(kernels::backend_kind_from_string(name && *name ? name : "cpu"));
+  return kernels::make_backend(kernels::backend_kind_from_string(name && *name ? name : "cpu"),
+                               world.local_rank);
+}
+
+// The device group of a tensor-parallel rank (null on one rank). A backend without a stream (the
+// CPU's) takes MPI over a duplicate of the host group, inside run_on_host. A device backend
+// takes NCCL on its stream when every rank of the group has a GPU of its own, else MPI staged
+// through host memory (several ranks on one GPU, which NCCL refuses); ADAKV_DEVICE_GROUP=nccl
+// or =staged forces the choice. Every rank of the group decides the same (a collective on tp).
+std::unique_ptr<comm::DeviceGroup> make_device_group(comm::Communicator* tp,
+                                                     const comm::World& world,
+                                                     kernels::Backend& backend) {
+  if (!tp || tp->size() == 1) return nullptr;
+  void* stream = backend.native_stream();
+  if (!stream) return std::make_unique<comm::DeviceGroup>(tp->duplicate(), backend);
+  const char* env = std::getenv("ADAKV_DEVICE_GROUP");
+  const std::string choice = env ? env : "";
+  if (!choice.empty() && choice != "nccl" && choice != "staged") {
+    throw std::invalid_argument("ADAKV_DEVICE_GROUP is '" + choice + "', not nccl or staged");
+  }
+#ifdef ADAKV_HAVE_NCCL
+  const int devices = kernels::device_count(backend.kind());
+  float shared = world.local_rank >= devices ? 1.0f : 0.0f;
+  tp->all_reduce(&shared, 1, comm::ReduceOp::kMax);
+  if (choice == "nccl" || (choice.empty() && shared == 0.0f)) {
+    comm::World placed = world;
+    placed.device = devices > 0 ? world.local_rank % devices : 0;
+    return std::make_unique<comm::DeviceGroup>(
+        comm::make_nccl_communicator(*tp, placed, stream, comm::NcclCompletion::kEnqueue), backend);
+  }
+#else
+  (void)world;
+  if (choice == "nccl") {
+    throw std::runtime_error("ADAKV_DEVICE_GROUP=nccl: this build of adakv has no NCCL");
+  }
+#endif
+  return std::make_unique<comm::DeviceGroup>(tp->duplicate(), backend,
+                                             comm::DeviceGroup::Path::kStaged);
 }
 
 // `world` when its tensor-parallel place is tp's.
@@ -63,10 +100,8 @@ Worker::Worker(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* t
     : world_(checked_world(world, tp)),
       single_(tp ? nullptr : comm::make_single_communicator()),
       control_(tp ? *tp : *single_),
-      backend_(backend_from_env()),
-      device_group_(tp && tp->size() > 1
-                        ? std::make_unique<comm::DeviceGroup>(tp->duplicate(), *backend_)
-                        : nullptr),
+      backend_(backend_from_env(world_)),
+      device_group_(make_device_group(tp, world_, *backend_)),
       exchange_group_(tp && tp->size() > 1 ? tp->duplicate() : nullptr),
       model_(load_model(file, device_group_.get(), *backend_)),
       tokenizer_(tokenizer::vocab_from_gguf(*file)) {}

@@ -21,14 +21,15 @@ std::string on_rank(int rank, int size) {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int size, int device, cudaStream_t stream,
-                   float* scratch, double timeout_s)
+                   float* scratch, double timeout_s, NcclCompletion completion)
       : comm_(comm),
         rank_(rank),
         size_(size),
         device_(device),
         stream_(stream),
         scratch_(scratch),
-        timeout_s_(timeout_s) {}
+        timeout_s_(timeout_s),
+        completion_(completion) {}
 
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
@@ -58,8 +59,10 @@ class NcclCommunicator final : public Communicator {
   }
 
   void do_barrier() override {
+    // A barrier waits in either mode.
     run("ncclAllReduce (barrier)",
-        ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, live(), stream_));
+        ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, live(), stream_),
+        NcclCompletion::kWait);
   }
 
  private:
@@ -72,9 +75,17 @@ class NcclCommunicator final : public Communicator {
     return comm_;
   }
 
-  // Checks the enqueue, then waits for the stream while watching NCCL's async error.
-  void run(const char* call, ncclResult_t enqueued) {
+  // Checks the enqueue, then (kWait) waits for the stream while watching NCCL's async error.
+  void run(const char* call, ncclResult_t enqueued) { run(call, enqueued, completion_); }
+  void run(const char* call, ncclResult_t enqueued, NcclCompletion completion) {
     if (enqueued != ncclSuccess) fail(call, describe(enqueued));
+    if (completion == NcclCompletion::kEnqueue) {
+      ncclResult_t async = ncclSuccess;
+      ncclResult_t polled = ncclCommGetAsyncError(comm_, &async);
+      if (polled != ncclSuccess) fail(call, describe(polled));
+      if (async != ncclSuccess && async != ncclInProgress) fail(call, describe(async));
+      return;
+    }
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
     for (;;) {
@@ -114,6 +125,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_;
   float* scratch_;
   double timeout_s_;
+  NcclCompletion completion_;
 };
 
 // What one rank found before joining NCCL: empty when it can go on.
@@ -147,7 +159,7 @@ double nccl_timeout_seconds() {
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, const World& world,
-                                                     void* cuda_stream) {
+                                                     void* cuda_stream, NcclCompletion completion) {
   const int rank = bootstrap.rank(), size = bootstrap.size();
   const int device = world.device >= 0 ? world.device : world.local_rank;
   const double timeout_s = nccl_timeout_seconds();
@@ -178,8 +190,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, co
     ncclCommAbort(comm);
     throw CommError(where + "cudaMalloc: " + cudaGetErrorString(allocated));
   }
-  return std::make_unique<NcclCommunicator>(
-      comm, rank, size, device, static_cast<cudaStream_t>(cuda_stream), scratch, timeout_s);
+  return std::make_unique<NcclCommunicator>(comm, rank, size, device,
+                                            static_cast<cudaStream_t>(cuda_stream), scratch,
+                                            timeout_s, completion);
 }
 
 }  // namespace adakv::comm

@@ -113,13 +113,13 @@ class CudaBackend final : public Backend {
     activate();
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
-  // Waits for the stream, then runs `task`. The host cannot address this backend's memory: the
-  // task reads and writes it through download() and upload(), or hands it to code that takes
-  // device pointers and waits for its own work before returning (the NCCL communicator).
-  void run_on_host(const std::function<void()>& task) override {
-    synchronize();
-    task();
+  // The host cannot address this backend's memory (the contract's logic_error): the device
+  // group stages its collectives through download() and upload(), or enqueues NCCL on
+  // native_stream().
+  void run_on_host(const std::function<void()>&) override {
+    throw std::logic_error("cuda backend: run_on_host: the host cannot address device memory");
   }
+  void* native_stream() override { return stream_; }
   void gather_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride,
                    size_t row_bytes, const int32_t* rows, size_t n) override {
     if (n == 0 || row_bytes == 0) return;

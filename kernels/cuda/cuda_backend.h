@@ -15,6 +15,9 @@ namespace adakv::kernels {
 // device, a device older than compute capability 8.0, no driver).
 std::unique_ptr<Backend> make_cuda_backend(int device);
 
+// The CUDA devices this process sees (0 without a driver or a device).
+int cuda_device_count();
+
 // Whether this process can run the CUDA backend on device 0; when not, *why (if given) says why
 // (no driver, no device, a device older than compute capability 8.0).
 bool cuda_device_available(std::string* why);

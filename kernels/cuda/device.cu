@@ -1,4 +1,5 @@
-// Device discovery: device_problem() and the public cuda_device_available().
+// Device discovery: device_problem() and the public cuda_device_count() and
+// cuda_device_available().
 #include <cuda_runtime.h>
 
 #include <string>
@@ -32,6 +33,11 @@ std::string device_problem(int device) {
 }
 
 }  // namespace cuda
+
+int cuda_device_count() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
 
 bool cuda_device_available(std::string* why) {
   const std::string problem = cuda::device_problem(0);
