@@ -1,7 +1,6 @@
 #include "runtime/worker.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>

@@ -26,11 +26,13 @@ namespace adakv::test {
 
 namespace k = adakv::kernels;
 
-// The backends the suite runs on; a new backend is one more entry.
-inline const k::BackendKind kBackendKinds[] = {
-    k::BackendKind::kCpu,
-    k::BackendKind::kGuarded,
-};
+// The backends the suite runs on: the CPU and guarded backends everywhere, the CUDA backend
+// where this build has it and the process sees a GPU; a new backend is one more entry.
+inline std::vector<k::BackendKind> backend_kinds() {
+  std::vector<k::BackendKind> kinds = {k::BackendKind::kCpu, k::BackendKind::kGuarded};
+  if (k::device_count(k::BackendKind::kCuda) > 0) kinds.push_back(k::BackendKind::kCuda);
+  return kinds;
+}
 
 // Whether host code can address the backend's memory inside run_on_host() (a device backend
 // throws std::logic_error there).
@@ -134,6 +136,6 @@ testing::AssertionResult rejects(F&& call, const std::string& op) {
 
 }  // namespace adakv::test
 
-#define ADAKV_INSTANTIATE_BACKENDS(suite)                                                  \
-  INSTANTIATE_TEST_SUITE_P(Backends, suite, testing::ValuesIn(adakv::test::kBackendKinds), \
+#define ADAKV_INSTANTIATE_BACKENDS(suite)                                                    \
+  INSTANTIATE_TEST_SUITE_P(Backends, suite, testing::ValuesIn(adakv::test::backend_kinds()), \
                            adakv::test::backend_name)
