@@ -48,9 +48,21 @@ DeviceGroup::DeviceGroup(std::unique_ptr<Communicator> comm, kernels::Backend& b
 void DeviceGroup::all_reduce(float* data, size_t n) {
   if (comm_->size() == 1 || n == 0) return;
   switch (path_) {
-    case Path::kDevice:
-      comm_->all_reduce(data, n);
+    case Path::kDevice: {
+      // NCCL's own all-reduce adds in an order that depends on the message size, so a row's
+      // sum would depend on the rows it travels with (batch invariance, and TP on GPUs equal to
+      // TP on CPUs). All-gather moves bytes exactly; the sum ((p0 + p1) + p2) + ... in rank
+      // order then runs on the backend, as the MPI communicator's ordered sum does.
+      const size_t size = static_cast<size_t>(comm_->size());
+      if (gathered_.bytes() < size * n * sizeof(float)) {
+        gathered_ = backend_->allocate(size * n * sizeof(float));
+      }
+      float* parts = gathered_.as<float>();
+      comm_->all_gather(data, n, parts);
+      backend_->add(data, parts, parts + n, n);
+      for (size_t r = 2; r < size; ++r) backend_->add(data, data, parts + r * n, n);
       return;
+    }
     case Path::kHost:
       backend_->run_on_host([&] { comm_->all_reduce(data, n); });
       return;

@@ -6,7 +6,9 @@
 //
 // How a collective reaches the backend's memory depends on the pair:
 //  - a communicator that takes device buffers (NCCL, made on the backend's stream): it is
-//    enqueued on that stream and nothing waits for it;
+//    enqueued on that stream and nothing waits for it; the all-reduce is an all-gather and
+//    a sum in rank order on the backend, so that every element is ((p0 + p1) + p2) + ... as
+//    on the MPI paths, whatever the message size;
 //  - a host communicator (MPI) and a backend the host can address (CPU, guarded): it runs as
 //    host code inside Backend::run_on_host;
 //  - a host communicator and a device backend (CUDA ranks without NCCL, or several ranks on one
@@ -49,8 +51,9 @@ class DeviceGroup {
   std::unique_ptr<Communicator> comm_;
   kernels::Backend* backend_;
   Path path_;
-  // The staged path's host copies, kept across calls.
+  // The staged path's host copies and the device path's gathered partials, kept across calls.
   std::vector<float> staged_in_, staged_out_;
+  kernels::Buffer gathered_;
 };
 
 // "device", "host" or "staged".
