@@ -148,6 +148,7 @@ class Backend {
                              size_t head_dim, size_t rot_dim, size_t token_stride, float theta) = 0;
   virtual void swiglu(float* out, const float* gate_up, size_t T, size_t F) = 0;
   virtual void add(float* out, const float* a, const float* b, size_t n) = 0;
+  virtual void add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy) = 0;
   // Vocab-parallel logits: gathered holds `shards` rank-major blocks of [rows][cols]; writes
   // logits[t][s * cols + c] = gathered[s][t][c], i.e. [rows][shards * cols].
   virtual void interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,

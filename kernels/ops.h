@@ -43,6 +43,10 @@ Status swiglu(float* out, const float* gate_up, size_t T, size_t F, Stream strea
 // out[i] = a[i] + b[i] (out may alias a or b).
 Status add(float* out, const float* a, const float* b, size_t n, Stream stream = {});
 
+// y[r][i] += bias[i] for r < rows, i < n: a linear layer's bias on its output rows, which lie ldy
+// floats apart (the q, k and v of one token share a row). kInvalidArgument when ldy < n.
+Status add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy, Stream stream = {});
+
 // out[t][:] = table[ids[t]][:]   table: [n_rows][dim]; ids outside [0, n_rows) -> kInvalidArgument.
 Status embed(float* out, const float* table, const int32_t* ids, size_t T, size_t n_rows,
              size_t dim, Stream stream = {});

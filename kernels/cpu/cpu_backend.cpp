@@ -1,5 +1,7 @@
 // The CPU backend: host memory, and the ops of kernels/ops.h and kernels/quant.h (OpenMP
 // threads, AVX2/AVX-512 chosen at runtime).
+#include "kernels/cpu/cpu_backend.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/cpu_backend.h"
 
 namespace adakv::kernels {
 namespace {
@@ -95,6 +96,9 @@ class CpuBackend final : public Backend {
   }
   void add(float* out, const float* a, const float* b, size_t n) override {
     check(kernels::add(out, a, b, n), "add");
+  }
+  void add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy) override {
+    check(kernels::add_bias(y, bias, rows, n, ldy), "add_bias");
   }
   void interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,
                          size_t cols) override {

@@ -1,4 +1,4 @@
-// Row-wise and element-wise CPU ops: RMSNorm, SwiGLU, residual add, embedding lookup.
+// Row-wise and element-wise CPU ops: RMSNorm, SwiGLU, residual add, bias add, embedding lookup.
 #include <cmath>
 #include <cstring>
 
@@ -49,6 +49,16 @@ Status swiglu(float* out, const float* gate_up, size_t T, size_t F, Stream) {
 Status add(float* out, const float* a, const float* b, size_t n, Stream) {
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  return Status::kOk;
+}
+
+Status add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy, Stream) {
+  if (ldy < n) return Status::kInvalidArgument;
+#pragma omp parallel for schedule(static) if (rows * n > 65536)
+  for (size_t r = 0; r < rows; ++r) {
+    float* yr = y + r * ldy;
+    for (size_t i = 0; i < n; ++i) yr[i] += bias[i];
+  }
   return Status::kOk;
 }
 

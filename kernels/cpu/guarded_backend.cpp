@@ -164,6 +164,10 @@ class GuardedBackend final : public Backend {
     const Args a(region_, "add", n == 0);
     cpu_.add(a(out, "out"), a(x, "a"), a(y, "b"), n);
   }
+  void add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy) override {
+    const Args a(region_, "add_bias", rows == 0 || n == 0);
+    cpu_.add_bias(a(y, "y"), a(bias, "bias"), rows, n, ldy);
+  }
   void interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,
                          size_t cols) override {
     const Args a(region_, "interleave_shards", shards == 0 || rows == 0 || cols == 0);

@@ -2,8 +2,8 @@
 // stream the backend owns, in the order issued.
 //
 // This file holds memory, transfers, gather_rows and the element-wise group (rmsnorm,
-// rope_adjacent, swiglu, add, interleave_shards: launch.h); the other ops forward to their
-// group's file: quant_ops.h (matmul_quant, embed_rows, embed_shard_rows), attention_ops.h
+// rope_adjacent, swiglu, add, add_bias, interleave_shards: launch.h); the other ops forward to
+// their group's file: quant_ops.h (matmul_quant, embed_rows, embed_shard_rows), attention_ops.h
 // (attention_causal, attention_paged), kv_ops.h (the KV pool's ops), score_ops.h (Ada-KV's
 // window scoring). An op without a kernel yet throws
 // std::runtime_error("cuda backend: <op> is not implemented yet").
@@ -167,6 +167,11 @@ class CudaBackend final : public Backend {
   void add(float* out, const float* a, const float* b, size_t n) override {
     activate();
     cuda::launch_add(out, a, b, n, stream_);
+  }
+  void add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy) override {
+    if (ldy < n) check(Status::kInvalidArgument, "add_bias");
+    activate();
+    cuda::launch_add_bias(y, bias, rows, n, ldy, stream_);
   }
   void interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,
                          size_t cols) override {

@@ -1,4 +1,4 @@
-// Row-wise and element-wise kernels: RMSNorm, SwiGLU, residual add, the interleave of
+// Row-wise and element-wise kernels: RMSNorm, SwiGLU, residual add, bias add, the interleave of
 // vocab-parallel logit shards. Each follows its CPU twin (kernels/cpu/elementwise.cpp,
 // kernels/cpu/cpu_backend.cpp) operation for operation, so results differ from the CPU's only
 // by the order of RMSNorm's double sum and by expf's last bit.
@@ -60,6 +60,16 @@ __global__ void add_kernel(float* out, const float* a, const float* b, size_t n)
   }
 }
 
+// One thread per element of the rows x n block: y[r][i] += bias[i], rows ldy floats apart.
+__global__ void add_bias_kernel(float* y, const float* bias, size_t rows, size_t n, size_t ldy) {
+  const size_t total = rows * n;
+  for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += size_t(gridDim.x) * blockDim.x) {
+    const size_t r = idx / n, i = idx % n;
+    y[r * ldy + i] += bias[i];
+  }
+}
+
 // One thread per output element: logits[t][s * cols + c] = gathered[s][t][c].
 __global__ void interleave_shards_kernel(float* logits, const float* gathered, size_t shards,
                                          size_t rows, size_t cols) {
@@ -91,6 +101,13 @@ void launch_add(float* out, const float* a, const float* b, size_t n, cudaStream
   if (n == 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
   check_launch("add_kernel");
+}
+
+void launch_add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy,
+                     cudaStream_t stream) {
+  if (rows == 0 || n == 0) return;
+  add_bias_kernel<<<blocks_for(rows * n), kThreads, 0, stream>>>(y, bias, rows, n, ldy);
+  check_launch("add_bias_kernel");
 }
 
 void launch_interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,

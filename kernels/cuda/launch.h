@@ -31,6 +31,8 @@ void launch_rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n
                           cudaStream_t stream);
 void launch_swiglu(float* out, const float* gate_up, size_t T, size_t F, cudaStream_t stream);
 void launch_add(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
+void launch_add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy,
+                     cudaStream_t stream);
 void launch_interleave_shards(float* logits, const float* gathered, size_t shards, size_t rows,
                               size_t cols, cudaStream_t stream);
 

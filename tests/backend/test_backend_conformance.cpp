@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "kernels/quant_tolerance.h"
@@ -393,6 +394,30 @@ TEST_P(BackendConformance, SwigluAndAdd) {
     backend().add(da.data(), da.data(), db.data(), n);  // in place
     EXPECT_TRUE(same_bits(da.download(), want)) << n;
   }
+}
+
+// The bias of a linear layer on its output rows: exact (one float addition per element), the
+// columns between n and ldy untouched.
+TEST_P(BackendConformance, AddBias) {
+  uint32_t seed = 50;
+  for (auto [rows, n, ldy] : {std::tuple<size_t, size_t, size_t>{1, 1, 1},
+                              {7, 5, 5},
+                              {3, 769, 1000},
+                              {129, 1152, 1152},
+                              {2, 896, 1152}}) {
+    const auto y = random_vector(rows * ldy, seed++, 4.0f), bias = random_vector(n, seed++);
+    std::vector<float> want = y;
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t i = 0; i < n; ++i) want[r * ldy + i] = y[r * ldy + i] + bias[i];
+    }
+    DeviceArray<float> dy = to_device(y), db = to_device(bias);
+    backend().add_bias(dy.data(), db.data(), rows, n, ldy);
+    EXPECT_TRUE(same_bits(dy.download(), want)) << rows << " x " << n << " (ldy " << ldy << ")";
+  }
+  DeviceArray<float> dy = filled(8, 1.0f), db = filled(4, 2.0f);
+  backend().add_bias(dy.data(), db.data(), 0, 4, 4);  // no rows: nothing to do
+  EXPECT_TRUE(same_bits(dy.download(), std::vector<float>(8, 1.0f)));
+  EXPECT_TRUE(rejects([&] { backend().add_bias(dy.data(), db.data(), 2, 4, 3); }, "add_bias"));
 }
 
 TEST_P(BackendConformance, InterleaveShards) {

@@ -88,6 +88,8 @@ TEST(GuardedBackend, OpsRefuseHostPointers) {
                  "rope_adjacent", "positions");
   expect_refused([&] { b.swiglu(host.data(), x.data(), 1, 8); }, "swiglu", "out");
   expect_refused([&] { b.add(y.data(), host.data(), x.data(), 8); }, "add", "a");
+  expect_refused([&] { b.add_bias(y.data(), host.data(), 2, 4, 4); }, "add_bias", "bias");
+  expect_refused([&] { b.add_bias(host.data(), x.data(), 2, 4, 4); }, "add_bias", "y");
   expect_refused([&] { b.interleave_shards(y.data(), host.data(), 2, 2, 2); }, "interleave_shards",
                  "gathered");
   expect_refused(

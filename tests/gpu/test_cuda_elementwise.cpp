@@ -1,9 +1,10 @@
-// The CUDA backend's element-wise group (rmsnorm, rope_adjacent, swiglu, add,
+// The CUDA backend's element-wise group (rmsnorm, rope_adjacent, swiglu, add, add_bias,
 // interleave_shards) against the CPU backend on awkward shapes: 1, 7 and 769 rows, widths of
 // 64 and 576 and odd ones, strided rows, in-place calls.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "tests/gpu/cuda_fixture.h"
@@ -126,6 +127,29 @@ TEST_F(CudaAdd, MatchesCpuBitForBit) {
     cuda().add(db.data(), da2.data(), db.data(), n);
     EXPECT_TRUE(same_bits(db.download(), want)) << n << " into b";
   }
+}
+
+// The bias add is one float addition per element: the same bits as the CPU's, over rows whose
+// stride exceeds the bias (q, k and v share a row) and grids of more than one block.
+TEST_F(CudaAdd, BiasMatchesCpuBitForBit) {
+  uint32_t seed = 350;
+  for (auto [rows, n, ldy] : {std::tuple<size_t, size_t, size_t>{1, 1, 1},
+                              {7, 5, 9},
+                              {3, 769, 769},
+                              {257, 1152, 1152},
+                              {33, 896, 1152}}) {
+    const auto y = random_vector(rows * ldy, seed++, 4.0f), bias = random_vector(n, seed++);
+    std::vector<float> want = y;
+    cpu().add_bias(want.data(), bias.data(), rows, n, ldy);
+    DeviceArray<float> dy = to_cuda(y), db = to_cuda(bias);
+    cuda().add_bias(dy.data(), db.data(), rows, n, ldy);
+    EXPECT_TRUE(same_bits(dy.download(), want)) << rows << " x " << n << " (ldy " << ldy << ")";
+  }
+}
+
+TEST_F(CudaAdd, BiasRejectsRowsNarrowerThanTheBias) {
+  DeviceArray<float> y = to_cuda(std::vector<float>(8, 1.0f)), b = to_cuda(std::vector<float>(4));
+  EXPECT_TRUE(rejects([&] { cuda().add_bias(y.data(), b.data(), 2, 4, 3); }, "add_bias"));
 }
 
 TEST_F(CudaInterleaveShards, MatchesCpuBitForBit) {
