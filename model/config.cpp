@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "kernels/quant.h"
 #include "model/gguf/gguf.h"
 
 namespace adakv::model {
@@ -11,11 +13,9 @@ namespace adakv::model {
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture");
-  if (c.architecture != "llama") {
-    throw std::runtime_error(
-        fmt::format("{}: general.architecture is '{}'; adakv runs llama-family models only",
-                    f.path(), c.architecture));
-  }
+  const Architecture& arch = find_architecture(c.architecture, f.path());
+  c.rope_pairs = arch.rope;
+  c.qkv_bias = arch.qkv_bias;
   c.name = f.get_string("general.name", "");
   const std::string p = c.architecture + ".";
   auto positive = [&](const std::string& key) -> size_t {
@@ -59,6 +59,16 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   c.vocab_size = embd.ne[1];
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  // The largest block among the layers' ffn_down formats (a mixed-quant file varies them); a
+  // format the kernels do not handle is left to the weights' loader to name.
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    const auto* down = f.find_tensor(fmt::format("blk.{}.ffn_down.weight", l));
+    if (down && kernels::is_weight_format(static_cast<uint32_t>(down->type))) {
+      c.ffn_shard_align =
+          std::max(c.ffn_shard_align,
+                   kernels::block_elements(static_cast<kernels::WeightFormat>(down->type)));
+    }
+  }
   return c;
 }
 

@@ -1,8 +1,11 @@
-// The hyper-parameters of a llama-family model, read from GGUF metadata and validated.
+// The hyper-parameters of a llama-family model, read from GGUF metadata (under the
+// architecture's key prefix: llama.*, qwen2.*) and validated.
 #pragma once
 
 #include <cstddef>
 #include <string>
+
+#include "model/architecture.h"
 
 namespace adakv::gguf {
 class GgufFile;
@@ -11,7 +14,7 @@ class GgufFile;
 namespace adakv::model {
 
 struct ModelConfig {
-  std::string architecture;      // general.architecture, "llama"
+  std::string architecture;      // general.architecture: one of architectures() ("llama", "qwen2")
   std::string name;              // general.name, for display
   size_t n_layers = 0;           // transformer blocks
   size_t d_model = 0;            // residual width (embedding_length)
@@ -25,6 +28,13 @@ struct ModelConfig {
   float rms_eps = 1e-5f;         // RMSNorm epsilon
   float rope_theta = 10000;      // RoPE base
   bool tied_embeddings = false;  // LM head reuses token_embd (no output.weight)
+  // The order of the file's q and k rows; the weights are loaded as kAdjacent whatever it is
+  // (Weights::load permutes kHalves rows), which is what the forward's RoPE rotates.
+  RopePairs rope_pairs = RopePairs::kAdjacent;
+  bool qkv_bias = false;  // q, k and v add a bias (blk.N.attn_{q,k,v}.bias, F32)
+  // Elements: tensor parallelism cuts the ffn columns at multiples of this, the quantization
+  // block of ffn_down's rows (a RowParallel shard holds whole blocks); 1 where any cut works.
+  size_t ffn_shard_align = 1;
 
   // Throws std::runtime_error naming the key or value that is missing or inconsistent.
   static ModelConfig from_gguf(const gguf::GgufFile& file);

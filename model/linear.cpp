@@ -36,7 +36,8 @@ Linear Linear::replicated(const gguf::GgufFile& f, const std::string& name, size
 }
 
 Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
-                               size_t out, size_t begin, size_t count, const k::Backend& backend) {
+                               size_t out, size_t begin, size_t count, const k::Backend& backend,
+                               std::span<const size_t> row_order) {
   const gguf::TensorInfo& t = find_matrix(f, name, in, out);
   if (begin + count > out) {
     throw std::runtime_error(fmt::format("{}: rows [{}, {}) of tensor '{}' are outside its {} rows",
@@ -48,11 +49,30 @@ Linear Linear::column_parallel(const gguf::GgufFile& f, const std::string& name,
   l.in_ = in;
   l.out_ = count;
   l.row_bytes_ = k::row_bytes(l.format_, in);
-  l.data_ = f.tensor_data(t) + begin * l.row_bytes_;
-  if (backend.weight_layout(l.format_) == k::WeightLayout::kInterleaved) {
-    l.own_interleaved(l.data_);
-    f.release_pages(f.tensor_data(t) + begin * l.row_bytes_, count * l.row_bytes_);
+  const uint8_t* mapped = f.tensor_data(t) + begin * l.row_bytes_;
+  l.data_ = mapped;
+  std::vector<uint8_t> reordered;
+  if (!row_order.empty()) {
+    if (row_order.size() != count) {
+      throw std::logic_error(fmt::format("Linear: a row order of {} rows for the {} rows of '{}'",
+                                         row_order.size(), count, name));
+    }
+    reordered.resize(count * l.row_bytes_);
+    for (size_t j = 0; j < count; ++j) {
+      if (row_order[j] >= count) throw std::logic_error("Linear: a row order outside the shard");
+      std::memcpy(reordered.data() + j * l.row_bytes_, mapped + row_order[j] * l.row_bytes_,
+                  l.row_bytes_);
+    }
   }
+  if (backend.weight_layout(l.format_) == k::WeightLayout::kInterleaved) {
+    l.own_interleaved(reordered.empty() ? mapped : reordered.data());
+  } else if (!reordered.empty()) {
+    l.owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(reordered));
+    l.data_ = l.owned_->data();
+  } else {
+    return l;  // read in place
+  }
+  f.release_pages(mapped, count * l.row_bytes_);
   return l;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,13 @@ class Linear {
   // it is missing, has another shape, or a format kernels::matmul_quant does not handle.
   static Linear replicated(const gguf::GgufFile& f, const std::string& name, size_t in, size_t out,
                            const kernels::Backend& backend);
-  // Output rows [begin, begin + count) of that tensor.
+  // Output rows [begin, begin + count) of that tensor. With a row_order (count entries, a
+  // permutation of 0..count-1), local row j is the shard's row row_order[j] (model/rope_order.h),
+  // copied into memory the layer owns.
   static Linear column_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,
                                 size_t out, size_t begin, size_t count,
-                                const kernels::Backend& backend);
+                                const kernels::Backend& backend,
+                                std::span<const size_t> row_order = {});
   // Input columns [begin, begin + count) of every row; begin and count must be multiples of the
   // format's block (else std::runtime_error naming tensor, format, block and offset).
   static Linear row_parallel(const gguf::GgufFile& f, const std::string& name, size_t in,

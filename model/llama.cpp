@@ -334,6 +334,7 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch) con
         apply(be, w.wv, sl.runs, h, v + offset, qkv_width);
       }
     }
+    if (w.qkv_bias.size() > 0) be.add_bias(qkv, w.qkv_bias.data(), m, qkv_width, qkv_width);
     // k's heads follow q's in each row: one pass rotates both.
     be.rope_adjacent(q, positions, m, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
                      c.rope_theta);

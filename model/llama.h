@@ -1,6 +1,7 @@
 // The llama-family forward pass, written once against kernels/ops.h:
 //   x = embed(tokens)
-//   per layer: x += o_proj(attention(rope(q), rope(k), v)) on rmsnorm(x)
+//   per layer: x += o_proj(attention(rope(q), rope(k), v)) on rmsnorm(x), q, k and v with their
+//              biases where the architecture has them (qwen2)
 //              x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x)
 //   logits = lm_head(rmsnorm(x))
 // Under tensor parallelism (model/shard.h) each rank runs its heads and ffn columns; the

@@ -1,5 +1,6 @@
 #include "model/shard.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,30 @@ void require_divides(size_t tp, size_t n, const char* what) {
   }
 }
 
+// The rank's ffn columns [begin, begin + count): an even split where its cuts fall on multiples of
+// c.ffn_shard_align; else whole blocks of that many columns, the first (blocks % tp) ranks taking
+// one block more than the others (Qwen2.5-0.5B: 4864 = 19 blocks of 256 at TP 2 -> 2560 + 2304).
+void split_ffn(const ModelConfig& c, size_t tp_rank, size_t tp_size, size_t& begin, size_t& count) {
+  const size_t align = std::max<size_t>(c.ffn_shard_align, 1);
+  if (c.ffn_dim % tp_size == 0 && (c.ffn_dim / tp_size) % align == 0) {
+    count = c.ffn_dim / tp_size;
+    begin = tp_rank * count;
+    return;
+  }
+  if (align == 1 || c.ffn_dim % align != 0) {
+    require_divides(tp_size, c.ffn_dim, "the model's ffn width");
+  }
+  const size_t blocks = c.ffn_dim / align;
+  if (blocks < tp_size) {
+    throw std::invalid_argument("tensor parallel size " + std::to_string(tp_size) +
+                                " exceeds the model's ffn width in quantization blocks (" +
+                                std::to_string(blocks) + " of " + std::to_string(align) + ")");
+  }
+  const size_t base = blocks / tp_size, extra = blocks % tp_size;
+  begin = (tp_rank * base + std::min(tp_rank, extra)) * align;
+  count = (base + (tp_rank < extra ? 1 : 0)) * align;
+}
+
 }  // namespace
 
 ShardLayout ShardLayout::make(const ModelConfig& c, size_t tp_rank, size_t tp_size,
@@ -23,7 +48,6 @@ ShardLayout ShardLayout::make(const ModelConfig& c, size_t tp_rank, size_t tp_si
                                 std::to_string(tp_size));
   }
   require_divides(tp_size, c.n_heads, "the model's attention heads");
-  require_divides(tp_size, c.ffn_dim, "the model's ffn width");
   ShardLayout s;
   s.tp_rank = tp_rank;
   s.tp_size = tp_size;
@@ -43,8 +67,7 @@ ShardLayout ShardLayout::make(const ModelConfig& c, size_t tp_rank, size_t tp_si
     s.n_kv_heads = 1;
     s.kv_head_begin = tp_rank / s.kv_replicas;
   }
-  s.ffn_dim = c.ffn_dim / tp_size;
-  s.ffn_begin = tp_rank * s.ffn_dim;
+  split_ffn(c, tp_rank, tp_size, s.ffn_begin, s.ffn_dim);
   s.lm_head = tp_size > 1 && c.vocab_size % tp_size == 0 ? lm_head : LmHeadMode::kReplicated;
   if (s.lm_head == LmHeadMode::kVocabParallel) {
     s.vocab_rows = c.vocab_size / tp_size;

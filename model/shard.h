@@ -1,5 +1,6 @@
 // Which slice of the model one tensor-parallel rank owns (Megatron-style):
-//   ColumnParallel q, k, v, gate, up: the rank's output rows (its heads, its ffn columns);
+//   ColumnParallel q, k, v, gate, up: the rank's output rows (its heads, its ffn columns: an even
+//   split, or whole quantization blocks of ffn_down where an even split would cut one);
 //   RowParallel o, down: the matching input columns; their partial outputs are summed by one
 //   all_reduce each. Query heads split evenly; KV heads split evenly when tp <= n_kv_heads,
 //   and are replicated when tp > n_kv_heads (each KV head then lives on tp / n_kv_heads
@@ -21,7 +22,7 @@ struct ShardLayout {
   size_t tp_rank = 0, tp_size = 1;
   size_t q_head_begin = 0, n_q_heads = 0;    // local query heads [begin, begin + n)
   size_t kv_head_begin = 0, n_kv_heads = 0;  // local KV heads
-  size_t ffn_begin = 0, ffn_dim = 0;         // local SwiGLU hidden columns
+  size_t ffn_begin = 0, ffn_dim = 0;         // local SwiGLU hidden columns (may differ by rank)
   size_t vocab_begin = 0, vocab_rows = 0;    // local LM-head rows (the whole vocab if replicated)
   size_t kv_replicas = 1;                    // ranks holding each KV head (1 unless replicated)
   LmHeadMode lm_head = LmHeadMode::kReplicated;

@@ -1,8 +1,9 @@
 // Model weights as the GGUF file holds them: every matrix a Linear in its stored block format
 // (model/linear.h), read in place from the memory-mapped file where the shard is a range of
-// whole rows; only the norms, a few KiB, are decoded to float32.
+// whole rows; only the norms and biases, a few KiB, are decoded to float32.
 // A tensor-parallel rank holds only its shard (model/shard.h): q, k, v, gate and up are
-// ColumnParallel (the rank's heads and ffn columns), o and down RowParallel; the token
+// ColumnParallel (the rank's heads and ffn columns, and so are their biases), o and down
+// RowParallel; the token
 // embedding table is whole on every rank (only the looked-up rows are read), the LM head is the
 // shard's vocab rows.
 #pragma once
@@ -20,11 +21,12 @@ class GgufFile;
 
 namespace adakv::model {
 
-// A norm's weight vector [d_model]: decoded to float32 at load, then uploaded to the backend.
-class NormWeight {
+// A float32 vector of the model (a norm's weight [d_model], a bias): decoded at load, then
+// uploaded to the backend.
+class VectorWeight {
  public:
-  NormWeight() = default;
-  explicit NormWeight(std::vector<float> values)
+  VectorWeight() = default;
+  explicit VectorWeight(std::vector<float> values)
       : values_(std::make_shared<const std::vector<float>>(std::move(values))) {}
   size_t size() const { return values_ ? values_->size() : 0; }
   // The host values stay (the CPU backend's constant() views them).
@@ -38,13 +40,17 @@ class NormWeight {
 };
 
 struct LayerWeights {
-  NormWeight attn_norm;  // [d_model]
-  // The q and k rows come permuted by the GGUF converter so that RoPE rotates adjacent pairs.
-  Linear wq, wk, wv;    // ColumnParallel: [local heads * head_dim][d_model]
-  Linear wo;            // RowParallel: [d_model][local q heads * head_dim]
-  NormWeight ffn_norm;  // [d_model]
-  Linear w_gate, w_up;  // ColumnParallel: [local ffn][d_model]
-  Linear w_down;        // RowParallel: [d_model][local ffn]
+  VectorWeight attn_norm;  // [d_model]
+  // The q and k rows are ordered for RoPE on adjacent pairs: llama GGUFs come so from the
+  // converter, files of halves order are reordered at load (model/rope_order.h).
+  Linear wq, wk, wv;  // ColumnParallel: [local heads * head_dim][d_model]
+  // The biases of q, k and v, one vector [q rows | k rows | v rows] in the order of the rows of
+  // wq, wk and wv (a qkv row of the forward takes it at once); empty without config.qkv_bias.
+  VectorWeight qkv_bias;
+  Linear wo;              // RowParallel: [d_model][local q heads * head_dim]
+  VectorWeight ffn_norm;  // [d_model]
+  Linear w_gate, w_up;    // ColumnParallel: [local ffn][d_model]
+  Linear w_down;          // RowParallel: [d_model][local ffn]
   // wq, wk and wv fused ([q | k | v] rows), and w_gate and w_up ([gate | up] rows), where
   // Linear::fuse can (else empty): the parts then view these Linears' memory.
   Linear wqkv, w_gate_up;
@@ -54,8 +60,8 @@ struct Weights {
   std::shared_ptr<const gguf::GgufFile> file;  // the mapping the Linears read from
   // The rank's vocab rows of [vocab][d_model]: all of them unless the LM head is vocab-parallel.
   Linear token_embd;
-  NormWeight output_norm;  // [d_model]
-  Linear lm_head;          // [shard.vocab_rows][d_model]
+  VectorWeight output_norm;  // [d_model]
+  Linear lm_head;            // [shard.vocab_rows][d_model]
   std::vector<LayerWeights> layers;
 
   // Bytes one decoded token reads: every layer's matrices, the LM head and the norms.

@@ -63,6 +63,24 @@ TEST(Linear, ColumnShardIsTheWholeMatrixsRows) {
   for (size_t n = 0; n < 3; ++n) EXPECT_EQ(ys[n], yw[1 + n]);
 }
 
+// A row order (RoPE's halves turned into adjacent pairs) permutes the shard's output rows, in
+// the plain layout and in the backend's own.
+TEST(Linear, RowOrderPermutesTheShardsRows) {
+  const auto f = file_with_matrix();
+  const Linear plain = Linear::column_parallel(f, "m.weight", kIn, kOut, 1, 4, k::cpu_backend());
+  const std::vector<size_t> order = {2, 0, 3, 1};
+  const Linear ordered =
+      Linear::column_parallel(f, "m.weight", kIn, kOut, 1, 4, k::cpu_backend(), order);
+  EXPECT_EQ(ordered.out_features(), 4u);
+  EXPECT_EQ(ordered.layout(), plain.layout());
+  const auto x = adakv::test::random_vector(kIn, 3);
+  const auto y = forward(plain, x), z = forward(ordered, x);
+  for (size_t j = 0; j < order.size(); ++j) EXPECT_EQ(z[j], y[order[j]]) << j;
+  EXPECT_THROW(Linear::column_parallel(f, "m.weight", kIn, kOut, 1, 4, k::cpu_backend(),
+                                       std::vector<size_t>{0, 1}),
+               std::logic_error);
+}
+
 TEST(Linear, RowShardIsTheWholeMatrixOnItsColumns) {
   const auto f = file_with_matrix();
   const Linear whole = Linear::replicated(f, "m.weight", kIn, kOut, k::cpu_backend());
