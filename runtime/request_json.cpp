@@ -89,7 +89,7 @@ std::vector<int32_t> prompt_tokens(const json& body, const Worker& engine) {
     }
     turns.push_back({role, message_content(turn)});
   }
-  return engine.tokenizer().encode(tokenizer::apply_chat_template(turns), /*parse_special=*/true);
+  return engine.tokenizer().encode_chat(turns);
 }
 
 }  // namespace

@@ -289,8 +289,7 @@ StepResult Worker::run_step(const StepPlan& plan) {
 
 std::vector<int32_t> Worker::encode_prompt(const std::string& text, bool chat) const {
   if (!chat) return tokenizer_.encode(text, /*parse_special=*/false);
-  return tokenizer_.encode(tokenizer::apply_chat_template({{"user", text}}),
-                           /*parse_special=*/true);
+  return tokenizer_.encode_chat({{"user", text}});
 }
 
 size_t Worker::check_request(const GenerateRequest& req) const {

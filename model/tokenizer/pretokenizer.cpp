@@ -15,6 +15,12 @@ constexpr const char* kLlama3 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
     R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Qwen2's pattern (its tokenizer.json): Llama 3's with every digit its own piece, and the
+// contractions matched case-insensitively as Hugging Face writes them.
+constexpr const char* kQwen2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+    R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 constexpr std::array kDigitsThenGpt2 = {"smollm",    "starcoder", "refact",    "command-r",
                                         "codeshell", "exaone",    "minerva-7b"};
 constexpr std::array kGpt2Names = {"gpt2",  "gpt-2",   "mpt",     "olmo",    "jais",
@@ -54,6 +60,7 @@ std::vector<std::string> patterns_for(const std::string& name) {
   if (one_of(name, kDigitsThenGpt2)) return {R"(\p{N})", kGpt2};
   if (one_of(name, kGpt2Names)) return {kGpt2};
   if (one_of(name, kLlama3Names)) return {kLlama3};
+  if (name == "qwen2") return {kQwen2};
   if (name == "default") {
     return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
   }
@@ -61,6 +68,7 @@ std::vector<std::string> patterns_for(const std::string& name) {
   for (const char* n : kDigitsThenGpt2) known += std::string(", ") + n;
   for (const char* n : kGpt2Names) known += std::string(", ") + n;
   for (const char* n : kLlama3Names) known += std::string(", ") + n;
+  known += ", qwen2";
   throw std::runtime_error("tokenizer: unknown pre-tokenizer '" + name +
                            "' (tokenizer.ggml.pre); known: " + known);
 }

@@ -8,6 +8,7 @@
 //   "gpt2", "gpt-2", "mpt", "olmo", "jais", "phi-2", "jina-es", "jina-de", "trillion":
 //        the GPT-2 pattern;
 //   "llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe": the Llama 3 pattern;
+//   "qwen2": the Llama 3 pattern with single digits (\p{N} for \p{N}{1,3});
 //   "default": llama.cpp's default list (punctuation runs, GPT-2, \p{N}+, then 3 digits).
 // The GPT-2 pattern is written as HF tokenizers' ByteLevel has it, with the final `|\s+`
 // (llama.cpp's hand-written matcher of the pattern behaves the same way). \s in the patterns means

@@ -1,6 +1,7 @@
 // Tokenizer: special-token splitting, pre-tokenization, byte-level BPE, and decoding.
 #include "model/tokenizer/tokenizer.h"
 
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -49,13 +50,16 @@ struct Tokenizer::Impl {
   Vocab vocab;
   BpeModel bpe;
   PreTokenizer pre;
-  SpecialTokenMatcher specials;
-  std::vector<std::string> bytes;  // what each token decodes to
+  SpecialTokenMatcher specials;      // control and user-defined tokens
+  SpecialTokenMatcher user_defined;  // user-defined tokens alone: matched in any text
+  std::vector<std::string> bytes;    // what each token decodes to
+  std::optional<ChatTemplate> chat;  // null when adakv does not render the file's template
 
   explicit Impl(Vocab v)
       : vocab(std::move(v)),
         bpe(index_tokens(checked(vocab).tokens), vocab.merges),
-        pre(vocab.pre) {
+        pre(vocab.pre),
+        chat(ChatTemplate::recognise(vocab.chat_template)) {
     bytes.reserve(vocab.tokens.size());
     for (size_t i = 0; i < vocab.tokens.size(); ++i) {
       const int32_t type = type_of(static_cast<int32_t>(i));
@@ -63,6 +67,7 @@ struct Tokenizer::Impl {
       if (type == kControl || type == kUserDefined) {
         bytes.push_back(vocab.tokens[i]);
         specials.add(vocab.tokens[i], static_cast<int32_t>(i));
+        if (type == kUserDefined) user_defined.add(vocab.tokens[i], static_cast<int32_t>(i));
       } else {
         bytes.push_back(unicode_to_bytes(vocab.tokens[i]));
       }
@@ -105,12 +110,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 1);
   if (impl_->vocab.add_bos) out.push_back(impl_->vocab.bos_id);
-  if (!parse_special) {
-    impl_->encode_text(text, out);
-    return out;
-  }
   // Text between special tokens is pre-tokenized on its own, as in HF tokenizers and llama.cpp.
-  impl_->specials.split(
+  // User-defined tokens (Qwen's <tool_call>) are matched even in plain text, as both do.
+  const SpecialTokenMatcher& matcher = parse_special ? impl_->specials : impl_->user_defined;
+  matcher.split(
       text, [&](std::string_view t) { impl_->encode_text(t, out); },
       [&](int32_t id) { out.push_back(id); });
   return out;
@@ -140,6 +143,21 @@ bool Tokenizer::is_control(int32_t id) const {
 }
 const Vocab& Tokenizer::vocab() const {
   return impl_->vocab;
+}
+
+const ChatTemplate& Tokenizer::chat_template() const {
+  if (!impl_->chat) {
+    throw std::runtime_error(
+        "tokenizer: the model's chat template (tokenizer.chat_template) is not one adakv "
+        "renders; known: " +
+        ChatTemplate::known_names());
+  }
+  return *impl_->chat;
+}
+
+std::vector<int32_t> Tokenizer::encode_chat(const std::vector<ChatMessage>& messages,
+                                            bool add_generation_prompt) const {
+  return encode(chat_template().render(messages, add_generation_prompt), /*parse_special=*/true);
 }
 
 }  // namespace adakv::tokenizer

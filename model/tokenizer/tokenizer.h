@@ -1,7 +1,8 @@
 // Byte-level BPE tokenizer of llama-family GGUF files (tokenizer.ggml.model = "gpt2").
 //
 // Text is bytes (UTF-8, possibly invalid). encode() splits it with the pre-tokenizer named by
-// tokenizer.ggml.pre ("smollm": every digit its own piece, then the GPT-2 regex), maps each
+// tokenizer.ggml.pre ("smollm": every digit its own piece, then the GPT-2 regex; "qwen2"; ...:
+// model/tokenizer/pretokenizer.h), maps each
 // piece's bytes to GPT-2's byte-to-unicode spelling and applies the merges by rank.
 // decode() returns bytes; decode(encode(s)) == s for every byte string s.
 #pragma once
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "model/tokenizer/chat_template.h"
 
 namespace adakv::gguf {
 class GgufFile;
@@ -29,6 +32,7 @@ struct Vocab {
   int32_t eos_id = -1;
   int32_t pad_id = -1;
   bool add_bos = false;
+  std::string chat_template;  // tokenizer.chat_template (Jinja source), "" when absent
 };
 
 // Reads tokenizer.ggml.* from the file; throws std::runtime_error naming a missing/bad key.
@@ -42,8 +46,10 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
   // With parse_special, control and user-defined tokens written in the text (e.g.
-  // "<|im_start|>") become their ids; otherwise they are ordinary text. Adds BOS only when
-  // add_bos is set in the vocabulary.
+  // "<|im_start|>") become their ids; otherwise control tokens are ordinary text and
+  // user-defined ones (Qwen's "<tool_call>") still become their ids, as in HF tokenizers (added
+  // tokens that are not special) and llama.cpp. Adds BOS only when add_bos is set in the
+  // vocabulary.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
   std::string decode(const std::vector<int32_t>& ids) const;
   // The bytes one token stands for (control tokens give their text). Throws on a bad id.
@@ -54,6 +60,14 @@ class Tokenizer {
   int32_t eos_id() const;
   bool is_control(int32_t id) const;
   const Vocab& vocab() const;
+
+  // The file's chat template (ChatTemplate::recognise). Throws std::runtime_error naming the
+  // known templates when adakv does not render the file's.
+  const ChatTemplate& chat_template() const;
+  // The token ids of `messages` as the file's chat template renders them, special tokens
+  // parsed (throws as chat_template()).
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
+                                   bool add_generation_prompt = true) const;
 
  private:
   struct Impl;
@@ -72,16 +86,5 @@ class StreamDecoder {
   const Tokenizer& tok_;
   std::string pending_;
 };
-
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
-  std::string content;
-};
-
-// The default model's ChatML template: a default system turn when the first message is not
-// a system message; each message "<|im_start|>ROLE\nCONTENT<|im_end|>\n"; then
-// "<|im_start|>assistant\n" when add_generation_prompt.
-std::string apply_chat_template(const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt = true);
 
 }  // namespace adakv::tokenizer

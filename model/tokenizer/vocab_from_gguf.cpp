@@ -44,6 +44,7 @@ Vocab vocab_from_gguf(const gguf::GgufFile& file) {
   v.eos_id = id("tokenizer.ggml.eos_token_id");
   v.pad_id = id("tokenizer.ggml.padding_token_id");
   v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token", false);
+  v.chat_template = file.get_string("tokenizer.chat_template", "");
   return v;
 }
 

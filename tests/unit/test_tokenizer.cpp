@@ -141,6 +141,18 @@ TEST(PreTokenizer, OtherNames) {
   }
 }
 
+// Qwen2's pattern: Llama 3's with one digit per piece and case-insensitive contractions.
+TEST(PreTokenizer, Qwen2) {
+  EXPECT_EQ(pieces("qwen2", "x 12345"), (Pieces{"x", " ", "1", "2", "3", "4", "5"}));
+  EXPECT_EQ(pieces("qwen2", "v1.25"), (Pieces{"v", "1", ".", "2", "5"}));
+  EXPECT_EQ(pieces("qwen2", "I'M here, don'T"), (Pieces{"I", "'M", " here", ",", " don", "'T"}));
+  EXPECT_EQ(pieces("qwen2", "Hello world"), (Pieces{"Hello", " world"}));
+  EXPECT_EQ(pieces("qwen2", "a\n\n  b"), (Pieces{"a", "\n\n", " ", " b"}));
+  EXPECT_EQ(pieces("qwen2", "x = {1};\n"), (Pieces{"x", " =", " {", "1", "};\n"}));
+  EXPECT_EQ(pieces("qwen2", "  indented"), (Pieces{" ", " indented"}));
+  EXPECT_EQ(pieces("qwen2", "日本語"), (Pieces{"日本語"}));
+}
+
 TEST(Tokenizer, MergesApplyByRank) {
   // "abc": with "a b" ranked first we get ab|c, with "b c" first a|bc.
   const Tokenizer ab_first(make_vocab({{"a", "b"}, {"b", "c"}}));
@@ -174,7 +186,8 @@ TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
   // Longest match first: "<|im_start|>x" is a token of its own.
   EXPECT_EQ(tok.encode("<|im_start|>x<|im_start|>y", true), (Ids{start_x, start, byte_id('y')}));
   EXPECT_EQ(tok.encode("a<tool>b", true), (Ids{byte_id('a'), tool, byte_id('b')}));
-  // Without parse_special they are plain text.
+  // Without parse_special control tokens are plain text; user-defined ones are still matched.
+  EXPECT_EQ(tok.encode("a<tool>b", false), (Ids{byte_id('a'), tool, byte_id('b')}));
   const Ids plain = tok.encode("<|im_end|>", false);
   EXPECT_EQ(plain.size(), std::string("<|im_end|>").size());
   EXPECT_EQ(tok.decode(plain), "<|im_end|>");
@@ -277,6 +290,64 @@ TEST(ChatTemplate, ChatMlWithDefaultSystem) {
             "<|im_start|>assistant\nA<|im_end|>\n");
   EXPECT_EQ(apply_chat_template({}, true), "<|im_start|>assistant\n");
   EXPECT_EQ(apply_chat_template({}, false), "");
+}
+
+// Qwen2.5-Instruct's template without tools: its own default system line, rendered even for an
+// empty conversation.
+TEST(ChatTemplate, Qwen25) {
+  const auto qwen = adakv::tokenizer::ChatTemplate::qwen25();
+  const std::string system =
+      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+      "assistant.<|im_end|>\n";
+  EXPECT_EQ(qwen.render({{"user", "Hi"}}),
+            system + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(qwen.render({{"system", "S"}, {"user", "U"}, {"assistant", "A"}}, false),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+            "<|im_start|>assistant\nA<|im_end|>\n");
+  EXPECT_EQ(qwen.render({}, true), system + "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, RecognisedFromTheFilesSource) {
+  using adakv::tokenizer::ChatTemplate;
+  EXPECT_EQ(ChatTemplate::recognise("")->name, "smollm2");
+  EXPECT_EQ(ChatTemplate::recognise("{{ '<|im_start|>system\nYou are a helpful AI assistant "
+                                    "named SmolLM, trained by Hugging Face<|im_end|>' }}")
+                ->name,
+            "smollm2");
+  EXPECT_EQ(ChatTemplate::recognise("{%- if tools %}<|im_start|>...{{- '<|im_start|>system\nYou "
+                                    "are Qwen, created by Alibaba Cloud. You are a helpful "
+                                    "assistant.<|im_end|>\n' }}")
+                ->name,
+            "qwen2.5");
+  EXPECT_FALSE(ChatTemplate::recognise("{{ bos_token }}[INST] {{ m }} [/INST]").has_value());
+  // ChatML with a default system line adakv does not know is another template.
+  EXPECT_FALSE(
+      ChatTemplate::recognise("<|im_start|>system\nYou are a pirate.<|im_end|>").has_value());
+}
+
+TEST(ChatTemplate, AnUnknownTemplateIsAnErrorOnlyForChat) {
+  Vocab v = make_vocab({});
+  v.chat_template = "{{ bos_token }}[INST] {{ messages[0]['content'] }} [/INST]";
+  const Tokenizer tok(v);
+  EXPECT_EQ(tok.encode("ab"), (Ids{'a', 'b'}));
+  try {
+    tok.encode_chat({{"user", "Hi"}});
+    FAIL() << "an unknown template must not render";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat template"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("qwen2.5"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplate, EncodeChatParsesTheSpecialTokens) {
+  Vocab v = make_vocab({});
+  const Tokenizer tok(v);
+  const Ids ids = tok.encode_chat({{"system", "S"}, {"user", "U"}});
+  const int32_t start = tok.encode("<|im_start|>", true).at(0),
+                end = tok.encode("<|im_end|>", true).at(0);
+  EXPECT_EQ(ids, (Ids{start, 's', 'y', 's', 't', 'e',  'm', '\n', 'S',  end,   '\n',
+                      start, 'u', 's', 'e', 'r', '\n', 'U', end,  '\n', start, 'a',
+                      's',   's', 'i', 's', 't', 'a',  'n', 't',  '\n'}));
 }
 
 adakv::gguf::GgufFile tokenizer_gguf(const std::string& model, bool with_merges) {
