@@ -1,4 +1,5 @@
-// `adakv inspect MODEL`: version, alignment, metadata and the tensor table of a GGUF file.
+// `adakv inspect MODEL`: version, alignment, the model's config as adakv reads it, metadata and
+// the tensor table of a GGUF file (a path or a model name: runtime/model_registry.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,8 +10,11 @@
 
 #include "launcher/commands.h"
 #include "launcher/job.h"
+#include "model/config.h"
 #include "model/gguf/dequant.h"
 #include "model/gguf/gguf.h"
+#include "model/tokenizer/tokenizer.h"
+#include "runtime/model_registry.h"
 
 namespace adakv::cli {
 
@@ -111,13 +115,59 @@ std::string human_bytes(uint64_t n) {
   return fmt::format("{:.2f} GiB", n / 1073741824.0);
 }
 
-int run_inspect(const std::string& path) {
+// The hyper-parameters adakv reads (model/config.h) and the tokenizer's choices, or why adakv
+// cannot run the file.
+std::string describe_config(const gguf::GgufFile& f) {
+  std::string out = "\nconfig (as adakv runs it):\n";
+  model::ModelConfig c;
+  try {
+    c = model::ModelConfig::from_gguf(f);
+  } catch (const std::exception& e) {
+    return out + fmt::format("  not runnable: {}\n", e.what());
+  }
+  out += fmt::format("  architecture      {} ({})\n", c.architecture, c.name);
+  out += fmt::format("  layers            {}\n", c.n_layers);
+  out += fmt::format("  hidden            {}\n", c.d_model);
+  out += fmt::format("  heads             {} query, {} KV (head size {}, RoPE on {} dims)\n",
+                     c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim);
+  out += fmt::format("  ffn               {}\n", c.ffn_dim);
+  out += fmt::format("  vocab             {}\n", c.vocab_size);
+  out += fmt::format("  context           {} tokens\n", c.context_length);
+  out += fmt::format("  rope theta        {}\n", c.rope_theta);
+  out += fmt::format("  rope pairs        {} in the file\n", model::to_string(c.rope_pairs));
+  out += fmt::format("  rms eps           {}\n", c.rms_eps);
+  out += fmt::format("  qkv bias          {}\n", c.qkv_bias ? "yes" : "no");
+  out += fmt::format("  tied embeddings   {}\n", c.tied_embeddings ? "yes" : "no");
+  out += fmt::format("  KV bytes / token  {} (float32, all layers)\n", c.kv_bytes_per_token());
+  try {
+    const tokenizer::Tokenizer tok(tokenizer::vocab_from_gguf(f));
+    const auto name = [&](int32_t id) {
+      return id < 0 ? std::string("none") : fmt::format("{} {}", id, tok.token_bytes(id));
+    };
+    out += fmt::format("  pre-tokenizer     {}\n", tok.vocab().pre);
+    out += fmt::format("  bos / eos         {} / {}\n", name(tok.bos_id()), name(tok.eos_id()));
+    std::string chat;
+    try {
+      chat = tok.chat_template().name;
+    } catch (const std::exception& e) {
+      chat = e.what();
+    }
+    out += fmt::format("  chat template     {}\n", chat);
+  } catch (const std::exception& e) {
+    out += fmt::format("  tokenizer         not usable: {}\n", e.what());
+  }
+  return out;
+}
+
+int run_inspect(const std::string& spec) {
+  const std::string path = runtime::resolve_model(spec);
   const gguf::GgufFile f = gguf::GgufFile::open(path);
   if (!is_job_root()) return 0;  // under mpirun, rank 0 alone prints
   std::string out;
   out += fmt::format("file:      {}\n", path);
   out += fmt::format("version:   {}\n", f.version());
   out += fmt::format("alignment: {}\n", f.alignment());
+  out += describe_config(f);
 
   size_t key_width = 0;
   for (const auto& [k, v] : f.metadata()) key_width = std::max(key_width, k.size());
@@ -156,9 +206,10 @@ int run_inspect(const std::string& path) {
 }  // namespace
 
 void add_inspect(CLI::App& app, Runner& selected) {
-  auto* sub = app.add_subcommand("inspect", "Print the metadata and tensors of a GGUF file");
+  auto* sub =
+      app.add_subcommand("inspect", "Print the config, metadata and tensors of a GGUF file");
   auto path = std::make_shared<std::string>();
-  sub->add_option("MODEL", *path, "GGUF file")->required();
+  sub->add_option("MODEL", *path, "GGUF file or model name")->required();
   sub->callback([path, &selected] { selected = [path] { return run_inspect(*path); }; });
 }
 
