@@ -4,9 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -15,81 +12,18 @@
 #include "runtime/contiguous_kv_cache.h"
 #include "runtime/sampler.h"
 #include "tests/e2e/decode_dots_scope.h"
+#include "tests/e2e/logits_goldens.h"
 #include "tests/e2e/model_fixture.h"
 #include "tests/unit/tolerances.h"
 
 namespace {
 
-struct Position {
-  int32_t argmax;
-  float max_abs;
-  std::vector<std::pair<int32_t, float>> top;
-  std::vector<float> probes;
-};
-
-struct Prompt {
-  std::vector<int32_t> ids, greedy;
-  std::vector<Position> positions;
-};
-
-struct Goldens {
-  std::vector<int32_t> probe_ids;
-  std::vector<Prompt> prompts;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read " + path);
-    bytes_.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  template <class T>
-  T get() {
-    if (pos_ + sizeof(T) > bytes_.size()) throw std::runtime_error("goldens truncated");
-    T v;
-    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  template <class T>
-  std::vector<T> get_vector(size_t n) {
-    std::vector<T> v(n);
-    for (auto& x : v) x = get<T>();
-    return v;
-  }
-
- private:
-  std::vector<char> bytes_;
-  size_t pos_ = 0;
-};
+using Goldens = adakv::test::LogitGoldens;
+using Position = adakv::test::GoldenPosition;
+using Prompt = adakv::test::GoldenPrompt;
 
 Goldens load_goldens() {
-  Reader r(std::string(ADAKV_TEST_DATA_DIR) + "/logits_goldens.bin");
-  if (r.get<uint32_t>() != 0x474c4b41u) throw std::runtime_error("goldens: bad magic");
-  if (r.get<uint32_t>() != 1) throw std::runtime_error("goldens: unknown version");
-  Goldens g;
-  const uint32_t n_prompts = r.get<uint32_t>(), n_top = r.get<uint32_t>(),
-                 n_probe = r.get<uint32_t>();
-  g.probe_ids = r.get_vector<int32_t>(n_probe);
-  for (uint32_t p = 0; p < n_prompts; ++p) {
-    Prompt pr;
-    pr.ids = r.get_vector<int32_t>(r.get<uint32_t>());
-    pr.greedy = r.get_vector<int32_t>(r.get<uint32_t>());
-    for (size_t t = 0; t < pr.ids.size(); ++t) {
-      Position pos;
-      pos.argmax = r.get<int32_t>();
-      pos.max_abs = r.get<float>();
-      for (uint32_t i = 0; i < n_top; ++i) {
-        const int32_t id = r.get<int32_t>();
-        pos.top.emplace_back(id, r.get<float>());
-      }
-      pos.probes = r.get_vector<float>(n_probe);
-      pr.positions.push_back(std::move(pos));
-    }
-    g.prompts.push_back(std::move(pr));
-  }
-  return g;
+  return adakv::test::load_logit_goldens(std::string(ADAKV_TEST_DATA_DIR) + "/logits_goldens.bin");
 }
 
 class LogitsOracle : public ::testing::Test {
@@ -107,13 +41,7 @@ class LogitsOracle : public ::testing::Test {
   static void expect_greedy_goldens(const adakv::model::LlamaModel& model);
   // max |row[id] - want| / max |logit| over the position's checked ids (top and probes).
   static float row_error(const float* row, const Position& ref) {
-    float worst = 0;
-    auto rel = [&](int32_t id, float want) { return std::fabs(row[id] - want) / ref.max_abs; };
-    for (const auto& [id, want] : ref.top) worst = std::max(worst, rel(id, want));
-    for (size_t i = 0; i < ref.probes.size(); ++i) {
-      worst = std::max(worst, rel(goldens_->probe_ids[i], ref.probes[i]));
-    }
-    return worst;
+    return goldens_->row_error(row, ref);
   }
   static Goldens* goldens_;
   static adakv::model::LlamaModel* model_;

@@ -5,10 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,10 +14,10 @@
 #include "model/gguf/gguf.h"
 #include "model/tokenizer/byte_unicode.h"
 #include "model/tokenizer/tokenizer.h"
+#include "tests/e2e/tokenizer_goldens.h"
 
 namespace {
 
-using adakv::tokenizer::ChatMessage;
 using adakv::tokenizer::Tokenizer;
 
 std::string model_path() {
@@ -67,55 +65,7 @@ std::unique_ptr<adakv::gguf::GgufFile> TokenizerOracle::file_;
 std::unique_ptr<Tokenizer> TokenizerOracle::tok_;
 std::string TokenizerOracle::error_;
 
-std::string base64_decode(const std::string& in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    const int v = value(c);
-    if (v < 0) continue;  // '=' padding
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
-
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-// Bytes whose single-byte token the vocabulary lacks: encode drops them (see the golden script).
-std::set<unsigned char> unencodable_bytes(const Tokenizer& tok) {
-  std::set<std::string> tokens(tok.vocab().tokens.begin(), tok.vocab().tokens.end());
-  std::set<unsigned char> out;
-  for (int b = 0; b < 256; ++b) {
-    const auto spelled = adakv::tokenizer::byte_to_unicode(static_cast<uint8_t>(b));
-    if (tokens.count(std::string(spelled)) == 0) out.insert(static_cast<unsigned char>(b));
-  }
-  return out;
-}
+using adakv::test::unencodable_bytes;
 
 TEST_F(TokenizerOracle, VocabularyMetadata) {
   const auto& v = tok_->vocab();
@@ -145,52 +95,17 @@ TEST_F(TokenizerOracle, SmokeIds) {
 }
 
 TEST_F(TokenizerOracle, MatchesGoldens) {
-  const std::string path = std::string(ADAKV_TEST_DATA_DIR) + "/tokenizer_goldens.jsonl";
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "cannot read " << path;
-  const std::set<unsigned char> dropped = unencodable_bytes(*tok_);
-  int lines = 0, encode_ok = 0, round_trip_ok = 0, invalid_utf8 = 0, chats = 0;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    ++lines;
-    const auto j = nlohmann::json::parse(line);
-    const std::string text = base64_decode(j.at("text_b64").get<std::string>());
-    const bool parse_special = j.at("parse_special").get<bool>();
-    const auto expected = j.at("ids").get<std::vector<int32_t>>();
-    SCOPED_TRACE("line " + std::to_string(lines) + ": \"" + printable(text) + "\"");
-
-    const std::vector<int32_t> ids = tok_->encode(text, parse_special);
-    EXPECT_EQ(ids, expected);
-    encode_ok += ids == expected;
-
-    std::string want;
-    for (unsigned char c : text) {
-      if (dropped.count(c) == 0) want.push_back(static_cast<char>(c));
-    }
-    const std::string back = tok_->decode(ids);
-    EXPECT_EQ(printable(back), printable(want));
-    round_trip_ok += back == want;
-    invalid_utf8 += j.value("invalid_utf8", false);
-
-    if (j.contains("chat")) {
-      ++chats;
-      std::vector<ChatMessage> messages;
-      for (const auto& m : j.at("chat")) {
-        messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
-      }
-      EXPECT_EQ(adakv::tokenizer::apply_chat_template(messages,
-                                                      j.at("add_generation_prompt").get<bool>()),
-                text);
-    }
-  }
-  std::cout << "[tokenizer goldens] " << lines << " lines (" << invalid_utf8 << " invalid UTF-8, "
-            << chats << " chat templates): encode matches on " << encode_ok << ", round trip on "
-            << round_trip_ok << "\n";
-  RecordProperty("golden_lines", lines);
-  EXPECT_GE(lines, 300);
-  EXPECT_GE(invalid_utf8, 20);
-  EXPECT_GE(chats, 5);
+  const auto n = adakv::test::check_tokenizer_goldens(
+      *tok_, std::string(ADAKV_TEST_DATA_DIR) + "/tokenizer_goldens.jsonl");
+  std::cout << "[tokenizer goldens] " << n.lines << " lines (" << n.invalid_utf8
+            << " invalid UTF-8, " << n.chats << " chat templates): encode matches on "
+            << n.encode_ok << ", round trip on " << n.round_trip_ok << "\n";
+  RecordProperty("golden_lines", n.lines);
+  EXPECT_GE(n.lines, 300);
+  EXPECT_GE(n.invalid_utf8, 20);
+  EXPECT_GE(n.chats, 5);
+  // The template the goldens' chat lines were rendered with is the one recognised in the file.
+  EXPECT_EQ(tok_->chat_template().name, "smollm2");
 }
 
 TEST_F(TokenizerOracle, ChatTemplateIsTheModels) {

@@ -1,9 +1,21 @@
 #!/usr/bin/env python3
-r"""Writes tests/data/tokenizer_goldens.jsonl: token ids for the default model's tokenizer.
+r"""Writes tests/data/tokenizer_goldens.jsonl: token ids for the default model's tokenizer, or
+tests/data/tokenizer_goldens_qwen2.jsonl for Qwen2.5's (--model of the qwen2.5-coder-0.5b file).
 
 Usage: python3 tests/tools/gen_tokenizer_goldens.py [--model PATH] [--out PATH]
 Needs the PyPI packages gguf, tokenizers, transformers and jinja2; llama-cpp-python is used as a
 further cross-check when it is installed.
+
+Qwen2.5 (tokenizer.ggml.pre = "qwen2")
+--------------------------------------
+The ids come from HF `tokenizers` built from the GGUF's vocabulary and merges with the
+pre-tokenizer of Qwen2.5's tokenizer.json:
+    Sequence[Split(Regex(QWEN2_PATTERN), behavior="isolated"),
+             ByteLevel(add_prefix_space=False, use_regex=False)]
+Its vocabulary has a token for every byte, so every byte string round-trips. The chat lines are
+rendered with the GGUF's Jinja template and checked against transformers' apply_chat_template;
+a conversation the template cannot render (an empty one: it reads messages[0]) is left out.
+The sections below describe SmolLM2's vocabulary.
 
 Which oracle writes the ids
 ---------------------------
@@ -65,6 +77,13 @@ DEFAULT_MODEL = os.path.join(
 )
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_OUT = os.path.join(REPO, "tests", "data", "tokenizer_goldens.jsonl")
+QWEN2_OUT = os.path.join(REPO, "tests", "data", "tokenizer_goldens_qwen2.jsonl")
+
+# Qwen2's pre-tokenizer pattern, as in its tokenizer.json.
+QWEN2_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def read_gguf(path):
@@ -84,27 +103,42 @@ def read_gguf(path):
     }
 
 
-def build_oracle(meta):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+def pre_tokenizer_of(pre):
+    from tokenizers import Regex, pre_tokenizers
 
-    assert meta["pre"] == "smollm", meta["pre"]
+    if pre == "smollm":
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
+    if pre == "qwen2":
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    raise SystemExit(f"no oracle pre-tokenizer for tokenizer.ggml.pre = {pre!r}")
+
+
+def build_oracle(meta):
+    from tokenizers import AddedToken, Tokenizer, decoders, models
+
     vocab = {t: i for i, t in enumerate(meta["tokens"])}
     merges = [tuple(m.split(" ", 1)) for m in meta["merges"]]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
+    tok.pre_tokenizer = pre_tokenizer_of(meta["pre"])
     tok.decoder = decoders.ByteLevel()
-    specials = [
-        AddedToken(t, special=True, normalized=False)
-        for t, ty in zip(meta["tokens"], meta["types"])
-        if ty in (3, 4)
-    ]
-    tok.add_special_tokens(specials)
-    return tok, [s.content for s in specials]
+    # Control tokens (type 3) are special: text only when the caller parses special tokens.
+    # User-defined ones (type 4, e.g. Qwen's <tool_call>) are added tokens that are always
+    # matched, as in the model's tokenizer.json and in llama.cpp.
+    control = [t for t, ty in zip(meta["tokens"], meta["types"]) if ty == 3]
+    user = [t for t, ty in zip(meta["tokens"], meta["types"]) if ty == 4]
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in user])
+    return tok, control, user
 
 
 def bytes_to_unicode():
@@ -129,16 +163,18 @@ BYTE_CHARS = bytes_to_unicode()
 class Emulator:
     """Expected ids for any byte string (see 'Invalid UTF-8' above)."""
 
-    def __init__(self, oracle, specials):
+    def __init__(self, oracle, control, user):
         self.oracle = oracle
         # Longest first: leftmost-longest matching, as HF's added-token splitting.
-        self.specials = sorted((s.encode() for s in specials), key=len, reverse=True)
-        self.ids = {s.encode(): oracle.token_to_id(s) for s in specials}
+        self.specials = sorted((s.encode() for s in control + user), key=len, reverse=True)
+        self.user = sorted((s.encode() for s in user), key=len, reverse=True)
+        self.ids = {s.encode(): oracle.token_to_id(s) for s in control + user}
 
-    def split_special(self, data):
+    def split_special(self, data, parse_special=True):
+        candidates = self.specials if parse_special else self.user
         out, plain, pos = [], 0, 0
         while pos < len(data):
-            hit = next((s for s in self.specials if data.startswith(s, pos)), None)
+            hit = next((s for s in candidates if data.startswith(s, pos)), None)
             if hit is None:
                 pos += 1
                 continue
@@ -178,10 +214,10 @@ class Emulator:
         return ids
 
     def encode(self, data, parse_special):
-        if not parse_special:
+        if not parse_special and not self.user:
             return self.encode_plain(data)
         ids = []
-        for part in self.split_special(data):
+        for part in self.split_special(data, parse_special):
             if isinstance(part, int):
                 ids.append(part)
             else:
@@ -301,6 +337,12 @@ HAND = [
     "<gh_stars>100",
     "<jupyter_start><jupyter_code>print(1)<jupyter_output>1<empty_output>",
     "<issue_start><issue_comment><issue_closed>",
+    "<|fim_prefix|>def f(<|fim_suffix|>)\n<|fim_middle|>",
+    "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+    "<|repo_name|>adakv<|file_sep|>model/llama.cpp",
+    "'S 'T 'RE 'VE 'M 'LL 'D 'Ll 'dD",
+    "don'T WON'T It'S",
+    "\u017fs '\u017f 'K '\u212a",
     "def foo(x):\n    return x * 2\n",
     "class A:\n    def __init__(self):\n        self.x = []\n\n\n",
     "for i in range(10):\n\tprint(i, end='')\n",
@@ -330,7 +372,7 @@ HAND = [
 ]
 
 
-def programmatic(rng):
+def programmatic(rng, per_length=12):
     """Seeded strings from pools of characters and fragments."""
     pools = {
         "ascii": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
@@ -351,7 +393,7 @@ def programmatic(rng):
     names = list(pools)
     out = []
     for length in [1, 2, 3, 5, 8, 13, 21, 34, 55, 89]:
-        for _ in range(12):
+        for _ in range(per_length):
             parts = []
             for _ in range(length):
                 pool = pools[rng.choice(names)]
@@ -451,12 +493,16 @@ def render_chat(template, messages, add_generation_prompt):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=os.environ.get("ADAKV_MODEL", DEFAULT_MODEL))
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", help=f"default {DEFAULT_OUT}, or {QWEN2_OUT} for a qwen2 vocabulary")
     args = ap.parse_args()
 
     meta = read_gguf(args.model)
-    oracle, specials = build_oracle(meta)
-    emu = Emulator(oracle, specials)
+    qwen2 = meta["pre"] == "qwen2"
+    if args.out is None:
+        args.out = QWEN2_OUT if qwen2 else DEFAULT_OUT
+    oracle, control, user = build_oracle(meta)
+    specials = control + user
+    emu = Emulator(oracle, control, user)
 
     from transformers import AutoTokenizer
 
@@ -472,7 +518,8 @@ def main():
         llama = None
 
     rng = random.Random(20240517)
-    texts = HAND + programmatic(rng) + long_strings(rng)
+    # Qwen2.5's goldens take more random strings (its vocabulary is three times SmolLM2's).
+    texts = HAND + programmatic(rng, 40 if qwen2 else 12) + long_strings(rng)
     lines = []
     stats = {"transformers_gguf_diff": 0, "llama_cpp_diff": 0, "llama_cpp_checked": 0}
 
@@ -525,7 +572,11 @@ def main():
 
     template = meta["chat_template"]
     for messages, gen in CHATS:
-        text = render_chat(template, messages, gen)
+        try:
+            text = render_chat(template, messages, gen)
+        except Exception as e:  # jinja2's UndefinedError: the template cannot take them
+            print(f"chat {messages!r} left out: {e}", file=sys.stderr)
+            continue
         if messages:
             via_hf = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
             assert via_hf == text, (via_hf, text)
