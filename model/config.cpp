@@ -10,6 +10,38 @@
 
 namespace adakv::model {
 
+namespace {
+
+// RoPE scaling (llama3's for Llama 3.1, YaRN for Qwen2.5 past 32k, linear) changes the rotation
+// of every position; adakv implements none yet, so a file that asks for one is refused by the
+// key that asks, never run with plain RoPE.
+void refuse_rope_scaling(const gguf::GgufFile& f, const std::string& p) {
+  const std::string type_key = p + "rope.scaling.type";
+  if (f.find(type_key)) {
+    const std::string type = f.get_string(type_key);
+    if (type != "none") {
+      throw std::runtime_error(fmt::format(
+          "{}: {} is '{}', a RoPE scaling adakv does not implement", f.path(), type_key, type));
+    }
+  }
+  const std::string factor_key = p + "rope.scaling.factor";
+  if (f.find(factor_key)) {
+    const double factor = f.get_float(factor_key);
+    if (factor != 0.0 && factor != 1.0) {
+      throw std::runtime_error(fmt::format("{}: {} is {}, a RoPE scaling adakv does not implement",
+                                           f.path(), factor_key, factor));
+    }
+  }
+  if (f.find_tensor("rope_freqs.weight")) {
+    throw std::runtime_error(fmt::format(
+        "{}: tensor rope_freqs.weight (llama3-type RoPE scaling) is a RoPE scaling adakv does not "
+        "implement",
+        f.path()));
+  }
+}
+
+}  // namespace
+
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture");
@@ -35,6 +67,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.context_length = positive("context_length");
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(f.get_float(p + "rope.freq_base", 10000.0));
+  refuse_rope_scaling(f, p);
 
   if (c.d_model % c.n_heads != 0) {
     throw std::runtime_error(

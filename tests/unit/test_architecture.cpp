@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -28,7 +29,8 @@ constexpr uint32_t kD = 64, kFfn = 512, kVocab = 10;
 // A GGUF of architecture `arch` with its hyper-parameters under "<key_prefix>." and the tensors
 // the config reads: token_embd, and ffn_down in `down` (zeros).
 gguf::GgufFile config_file(const std::string& arch, const std::string& key_prefix,
-                           kernels::WeightFormat down = kernels::WeightFormat::kF32) {
+                           kernels::WeightFormat down = kernels::WeightFormat::kF32,
+                           const std::function<void(gguf::GgufWriter&)>& more = {}) {
   gguf::GgufWriter w;
   w.add_string("general.architecture", arch);
   const std::string p = key_prefix + ".";
@@ -43,6 +45,7 @@ gguf::GgufFile config_file(const std::string& arch, const std::string& key_prefi
   w.add_tensor_f32("token_embd.weight", {kD, kVocab}, std::vector<float>(kD * kVocab));
   w.add_tensor("blk.0.ffn_down.weight", static_cast<gguf::GgmlType>(down), {kFfn, kD},
                std::vector<uint8_t>(kD * kernels::row_bytes(down, kFfn)));
+  if (more) more(w);
   const auto bytes = w.bytes();
   return gguf::GgufFile::parse(bytes.data(), bytes.size());
 }
@@ -91,6 +94,30 @@ TEST(Architecture, AnUnknownOneIsNamedWithTheKnownOnes) {
   for (const char* want : {"'mamba'", "llama", "qwen2"}) {
     EXPECT_NE(e.find(want), std::string::npos) << e;
   }
+}
+
+TEST(Architecture, RopeScalingIsRefusedByTheKeyThatAsksForIt) {
+  const auto error_with = [](const std::function<void(gguf::GgufWriter&)>& more) {
+    return config_error(config_file("qwen2", "qwen2", kernels::WeightFormat::kF32, more));
+  };
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.add_string("qwen2.rope.scaling.type", "yarn");
+            }).find("qwen2.rope.scaling.type is 'yarn'"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+            }).find("qwen2.rope.scaling.factor"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.add_tensor_f32("rope_freqs.weight", {8}, std::vector<float>(8, 1.0f));
+            }).find("rope_freqs.weight"),
+            std::string::npos);
+  // Keys that say "no scaling" are fine.
+  EXPECT_EQ(error_with([](gguf::GgufWriter& w) {
+              w.add_string("qwen2.rope.scaling.type", "none");
+              w.add_f32("qwen2.rope.scaling.factor", 1.0f);
+            }),
+            "no error");
 }
 
 TEST(Architecture, FfnShardAlignIsDownsBlock) {
