@@ -89,7 +89,7 @@ __host__ __device__ inline float attn_dot_step(float acc, float q, float k) {
 
 // A key's score from its folded dot product.
 __host__ __device__ inline float attn_score(float dot, float scale) {
-  return kv_mul_rn(dot, scale);
+  return mul_rn(dot, scale);
 }
 
 // The largest of a tile's n >= 1 scores, in key order.
@@ -123,11 +123,11 @@ __host__ __device__ inline float attn_value_step(float a, float p, float v) {
 }
 
 __host__ __device__ inline float attn_rescale(float acc, float correction) {
-  return kv_mul_rn(acc, correction);
+  return mul_rn(acc, correction);
 }
 
 __host__ __device__ inline float attn_output(float acc, float l) {
-  return kv_mul_rn(acc, kv_div_rn(1.0f, l));
+  return mul_rn(acc, div_rn(1.0f, l));
 }
 
 }  // namespace adakv::kernels::cuda

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/rounding.cuh"
 #include "kernels/kv_layout.h"
 
 namespace adakv::kernels::cuda {
@@ -46,23 +47,6 @@ __host__ __device__ inline float kv_bits_float(uint32_t b) {
   float x;
   memcpy(&x, &b, sizeof x);
   return x;
-#endif
-}
-
-// IEEE division and multiplication rounded to nearest, as the host computes them.
-__host__ __device__ inline float kv_div_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-__host__ __device__ inline float kv_mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
 #endif
 }
 
@@ -200,12 +184,12 @@ __host__ __device__ inline float e4m3_amax_merge(float a, float b) {
 
 // The row's scale: max |x| mapped to 448; an all-zero row (or one whose scale underflows) gets 1.
 __host__ __device__ inline float e4m3_row_scale(float amax) {
-  const float scale = kv_div_rn(amax, kE4M3Max);
+  const float scale = div_rn(amax, kE4M3Max);
   return scale > 0.0f ? scale : 1.0f;
 }
 
 __host__ __device__ inline uint8_t e4m3_quantize(float x, float scale) {
-  return e4m3_encode(kv_div_rn(x, scale));
+  return e4m3_encode(div_rn(x, scale));
 }
 
 // e4m3_decode(code) * scale with the NaN results of the CPU's kv_block_read (x86): a NaN operand
@@ -215,7 +199,7 @@ __host__ __device__ inline float e4m3_dequantize(uint8_t code, float scale) {
   if (kv_is_nan(scale)) return kv_bits_float(kv_float_bits(scale) | 0x00400000u);
   const float x = e4m3_decode(code);
   if (kv_is_nan(x)) return x;
-  const float p = kv_mul_rn(x, scale);
+  const float p = mul_rn(x, scale);
   return kv_is_nan(p) ? kv_bits_float(0xFFC00000u) : p;
 }
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/rounding.cuh"
 #include "kernels/quant.h"
 
 namespace adakv::kernels::cuda::qblocks {
@@ -38,22 +39,6 @@ __host__ __device__ inline float bits_to_float(uint32_t b) {
   float f;
   std::memcpy(&f, &b, sizeof f);
   return f;
-#endif
-}
-
-__host__ __device__ inline float mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-__host__ __device__ inline float add_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
 #endif
 }
 

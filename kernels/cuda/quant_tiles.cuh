@@ -25,7 +25,6 @@
 
 namespace adakv::kernels::cuda::qtiles {
 
-using qblocks::add_rn;
 using qblocks::fma_rn;
 
 // Elements of K per staging step: one piece of the 32-element formats, 1/8 of a K-quant block.

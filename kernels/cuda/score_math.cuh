@@ -19,34 +19,11 @@
 #include <cstddef>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/rounding.cuh"
 
 namespace adakv::kernels::cuda {
 
 // ---- Rounding steps that no compiler contracts ------------------------------------------------
-
-__host__ __device__ inline float mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-__host__ __device__ inline float add_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-__host__ __device__ inline float div_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // std::max(a, b) to the bit (NaNs and signed zeros included): b only when a < b.
 __host__ __device__ inline float max_like_std(float a, float b) {

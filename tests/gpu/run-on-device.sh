@@ -18,7 +18,7 @@
 #   f. serve        `adakv serve` hit by the official openai client: a chat completion and a
 #                   streaming one, against the CPU server's text
 #   g. bench        adakv_bench_cuda: copy bandwidth, decode attention over 32k-token heads,
-#                   prefill GEMMs against cuBLAS, Ada-KV scoring per layer, against issue 42's
+#                   prefill GEMMs against cuBLAS, Ada-KV scoring per layer, against the
 #                   targets (>= 0.70 of copy, >= 0.70 of Sgemm, < 2 ms)
 # Every `adakv` run uses --decode-dots float: the CUDA backend always decodes on float dots, so
 # the CPU goldens then do the same arithmetic up to summation order.
@@ -302,7 +302,7 @@ def compare_serve(golden_path, got_path):
 
 
 def bench_note(path):
-    """The benchmark's summary line against issue 42's targets."""
+    """The benchmark's summary line against its targets."""
     line = [l for l in open(path) if l.startswith("summary ")]
     if not line:
         print("no summary line")

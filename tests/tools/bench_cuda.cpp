@@ -1,4 +1,4 @@
-// GPU benchmark of the CUDA backend's hot ops, each next to the ceiling issue 42 judges it by:
+// GPU benchmark of the CUDA backend's hot ops, each next to the ceiling it is judged by:
 //  - device-to-device copy (Backend::copy of 1 GiB): bytes read + written per second, the
 //    memory ceiling;
 //  - attention_paged decode (one new query per sequence) over a batch of sequences whose KV
