@@ -9,6 +9,7 @@
 #include "model/tokenizer/byte_unicode.h"
 #include "model/tokenizer/pretokenizer.h"
 #include "model/tokenizer/special_tokens.h"
+#include "model/tokenizer/spm.h"
 
 namespace adakv::tokenizer {
 
@@ -16,6 +17,7 @@ namespace {
 
 constexpr int32_t kControl = 3;
 constexpr int32_t kUserDefined = 4;
+constexpr int32_t kByte = 6;
 
 std::unordered_map<std::string, int32_t> index_tokens(const std::vector<std::string>& tokens) {
   std::unordered_map<std::string, int32_t> ids;
@@ -27,12 +29,17 @@ std::unordered_map<std::string, int32_t> index_tokens(const std::vector<std::str
 
 const Vocab& checked(const Vocab& v) {
   if (v.tokens.empty()) throw std::runtime_error("tokenizer: the vocabulary has no tokens");
+  if (v.model != "gpt2" && v.model != "llama") {
+    throw std::runtime_error("tokenizer: model '" + v.model +
+                             "' is not one adakv implements (gpt2, llama)");
+  }
   if (!v.token_types.empty() && v.token_types.size() != v.tokens.size()) {
     throw std::runtime_error("tokenizer: " + std::to_string(v.token_types.size()) +
                              " token types for " + std::to_string(v.tokens.size()) + " tokens");
   }
   const auto n = static_cast<int64_t>(v.tokens.size());
-  for (auto [name, id] : {std::pair{"bos", v.bos_id}, {"eos", v.eos_id}, {"pad", v.pad_id}}) {
+  for (auto [name, id] :
+       {std::pair{"bos", v.bos_id}, {"eos", v.eos_id}, {"pad", v.pad_id}, {"unk", v.unk_id}}) {
     if (id < -1 || id >= n) {
       throw std::runtime_error(std::string("tokenizer: ") + name + " id " + std::to_string(id) +
                                " is outside the vocabulary of " + std::to_string(n));
@@ -49,6 +56,7 @@ const Vocab& checked(const Vocab& v) {
 struct Tokenizer::Impl {
   Vocab vocab;
   BpeModel bpe;
+  std::optional<SpmModel> spm;  // set for "llama" vocabularies, which then bypass bpe and pre
   PreTokenizer pre;
   SpecialTokenMatcher specials;      // control and user-defined tokens
   SpecialTokenMatcher user_defined;  // user-defined tokens alone: matched in any text
@@ -58,8 +66,10 @@ struct Tokenizer::Impl {
   explicit Impl(Vocab v)
       : vocab(std::move(v)),
         bpe(index_tokens(checked(vocab).tokens), vocab.merges),
-        pre(vocab.pre),
+        // SentencePiece vocabularies have no pre-tokenizer, whatever tokenizer.ggml.pre says.
+        pre(vocab.model == "llama" ? "default" : vocab.pre),
         chat(ChatTemplate::recognise(vocab.chat_template)) {
+    if (vocab.model == "llama") spm.emplace(vocab.tokens, vocab.scores, vocab.unk_id);
     bytes.reserve(vocab.tokens.size());
     for (size_t i = 0; i < vocab.tokens.size(); ++i) {
       const int32_t type = type_of(static_cast<int32_t>(i));
@@ -68,6 +78,8 @@ struct Tokenizer::Impl {
         bytes.push_back(vocab.tokens[i]);
         specials.add(vocab.tokens[i], static_cast<int32_t>(i));
         if (type == kUserDefined) user_defined.add(vocab.tokens[i], static_cast<int32_t>(i));
+      } else if (spm) {
+        bytes.push_back(spm_token_bytes(vocab.tokens[i], type == kByte));
       } else {
         bytes.push_back(unicode_to_bytes(vocab.tokens[i]));
       }
@@ -86,7 +98,13 @@ struct Tokenizer::Impl {
     return bytes[id];
   }
 
-  void encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  // `after_start` is true for text at the start or right after a special token: where
+  // sentencepiece's add_space_prefix puts its "▁" (llama.cpp does the same).
+  void encode_text(std::string_view text, bool after_start, std::vector<int32_t>& out) const {
+    if (spm) {
+      spm->encode_piece(spm_normalize(text, vocab.add_space_prefix && after_start), out);
+      return;
+    }
     std::vector<std::string_view> pieces;
     pre.split(text, pieces);
     for (std::string_view p : pieces) bpe.encode_piece(p, out);
@@ -113,15 +131,26 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   // Text between special tokens is pre-tokenized on its own, as in HF tokenizers and llama.cpp.
   // User-defined tokens (Qwen's <tool_call>) are matched even in plain text, as both do.
   const SpecialTokenMatcher& matcher = parse_special ? impl_->specials : impl_->user_defined;
+  bool after_start = true;
   matcher.split(
-      text, [&](std::string_view t) { impl_->encode_text(t, out); },
-      [&](int32_t id) { out.push_back(id); });
+      text,
+      [&](std::string_view t) {
+        impl_->encode_text(t, after_start, out);
+        after_start = false;
+      },
+      [&](int32_t id) {
+        out.push_back(id);
+        after_start = true;
+      });
   return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) out += impl_->bytes_of(id);
+  const bool prefixed = impl_->spm && impl_->vocab.add_space_prefix && !ids.empty() &&
+                        impl_->type_of(ids[0]) != kControl;
+  if (prefixed && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
 }
 

@@ -1,4 +1,5 @@
-// Byte-level BPE tokenizer of llama-family GGUF files (tokenizer.ggml.model = "gpt2").
+// Byte-level BPE tokenizer of llama-family GGUF files (tokenizer.ggml.model = "gpt2"), and
+// the SentencePiece-style BPE of llama / mistral files ("llama": model/tokenizer/spm.h).
 //
 // Text is bytes (UTF-8, possibly invalid). encode() splits it with the pre-tokenizer named by
 // tokenizer.ggml.pre ("smollm": every digit its own piece, then the GPT-2 regex; "qwen2"; ...:
@@ -23,16 +24,20 @@ namespace adakv::tokenizer {
 
 // What the GGUF file says about the vocabulary.
 struct Vocab {
-  std::vector<std::string> tokens;  // in GPT-2 byte-to-unicode spelling (control tokens as-is)
-  std::vector<std::string> merges;  // "A B", in rank order
+  std::string model = "gpt2";       // tokenizer.ggml.model: "gpt2" or "llama" (SentencePiece)
+  std::vector<std::string> tokens;  // gpt2: GPT-2 byte-to-unicode spelling; llama: "▁" spaces
+  std::vector<std::string> merges;  // "A B", in rank order (gpt2 only)
+  std::vector<float> scores;        // tokenizer.ggml.scores (llama only; higher merges first)
   std::vector<int32_t>
       token_types;              // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::string pre = "default";  // tokenizer.ggml.pre
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t pad_id = -1;
+  int32_t unk_id = -1;
   bool add_bos = false;
-  std::string chat_template;  // tokenizer.chat_template (Jinja source), "" when absent
+  bool add_space_prefix = true;  // llama only: a "▁" before the text (and after special tokens)
+  std::string chat_template;     // tokenizer.chat_template (Jinja source), "" when absent
 };
 
 // Reads tokenizer.ggml.* from the file; throws std::runtime_error naming a missing/bad key.
@@ -51,6 +56,8 @@ class Tokenizer {
   // tokens that are not special) and llama.cpp. Adds BOS only when add_bos is set in the
   // vocabulary.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
+  // For "llama" vocabularies the space that add_space_prefix puts before the first token is
+  // dropped when that token starts the ids, as HF tokenizers and llama.cpp decode.
   std::string decode(const std::vector<int32_t>& ids) const;
   // The bytes one token stands for (control tokens give their text). Throws on a bad id.
   std::string token_bytes(int32_t id) const;
