@@ -3,9 +3,13 @@
 package mistral_common as mistral_common/data/tokenizer.model.v1) for
 tests/e2e/test_spm_tokenizer_oracle.cpp.
 
-The oracle is the sentencepiece library itself, the reference that HF's LlamaTokenizerFast is
-converted from. (The transformers of the oracle venv builds an empty LlamaTokenizerFast from a
-bare tokenizer.model and its LlamaConverter fails on it, so HF is not run here.) Each line: text_b64, parse_special, ids (with BOS, as the GGUF's
+The oracle is the sentencepiece library itself, which llama.cpp's SPM tokenizer follows. HF
+tokenizers' fast pipeline, built as transformers' LlamaConverter builds it (legacy: merges from
+SentencePieceExtractor, byte fallback, Prepend + Replace normalizer), is run beside it and its
+agreement printed, not used: it differs on runs of spaces, where Mistral's vocabulary holds
+whitespace pieces scored -1e9 that sentencepiece merges last and HF's merge ranks do not
+(the known fast/slow difference of transformers#25069). (LlamaTokenizerFast(vocab_file=...) of
+the oracle venv's transformers builds an empty vocabulary from a bare tokenizer.model.) Each line: text_b64, parse_special, ids (with BOS, as the GGUF's
 add_bos_token says), round_trip (whether sentencepiece decodes the ids back to the text).
 
   gen_spm_goldens.py tokenizer.model [--gguf out.gguf] [--out tests/data/...jsonl]
@@ -46,6 +50,24 @@ EXTRA = [
 ]
 
 
+def hf_fast(model_path):
+    """HF tokenizers' pipeline for a legacy Llama/Mistral tokenizer.model, or None without it."""
+    try:
+        from tokenizers import Tokenizer, decoders, models, normalizers
+        from transformers.convert_slow_tokenizer import SentencePieceExtractor
+    except ImportError as e:
+        print(f"HF comparison skipped: {e}", file=sys.stderr)
+        return None
+    r = SentencePieceExtractor(model_path).extract(None)
+    tk = Tokenizer(models.BPE(r["vocab"], r["merges"], unk_token="<unk>", fuse_unk=True,
+                              byte_fallback=True))
+    tk.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tk.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                    decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    return tk
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("model", help="a SentencePiece tokenizer.model")
@@ -54,15 +76,19 @@ def main():
     args = ap.parse_args()
 
     sp = sentencepiece.SentencePieceProcessor(model_file=args.model)
+    hf = hf_fast(args.model)
     rng = random.Random(1234)
     texts = common.HAND + EXTRA + common.programmatic(rng, 30) + common.long_strings(rng)
 
-    seen, lines = set(), []
+    seen, lines, hf_same, hf_total = set(), [], 0, 0
     for text in texts:
         if text in seen:
             continue
         seen.add(text)
         ids = ([sp.bos_id()] + sp.encode(text)) if text else [sp.bos_id()]
+        if hf is not None and text:
+            hf_total += 1
+            hf_same += [sp.bos_id()] + hf.encode(text, add_special_tokens=False).ids == ids
         lines.append({
             "text_b64": base64.b64encode(text.encode("utf-8")).decode(),
             "parse_special": False,
@@ -73,6 +99,9 @@ def main():
         for line in lines:
             f.write(json.dumps(line) + "\n")
     print(f"{len(lines)} lines -> {args.out}")
+    if hf is not None:
+        print(f"HF tokenizers' fast pipeline gives the same ids on {hf_same} of {hf_total} "
+              "non-empty strings")
     if args.gguf:
         spm_vocab_gguf.write(args.model, args.gguf)
 
