@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a Debian node for adakv, idempotently: installs the system packages the build and the
 # tests need (only those missing) and fetches the models into $ADAKV_HOME/models.
-#   cluster/setup-node.sh            packages + both models + client
+#   cluster/setup-node.sh            packages + both models + the SentencePiece vocabulary +
+#                                    client
 #   cluster/setup-node.sh packages   packages only
 #   cluster/setup-node.sh model      the default model only (SmolLM2-135M-Instruct, 93 MB)
 #   cluster/setup-node.sh model qwen2.5-coder-0.5b
@@ -290,7 +291,7 @@ install_serve_peer() {
 }
 
 case "$what" in
-  all) install_packages; fetch_model; fetch_qwen; install_client >/dev/null ;;
+  all) install_packages; fetch_model; fetch_qwen; fetch_spm_vocab; install_client >/dev/null ;;
   packages) install_packages ;;
   model) fetch_named_model "$model_name" ;;
   bench-peer) install_bench_peer ;;
