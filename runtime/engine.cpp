@@ -33,7 +33,7 @@ uint64_t Engine::add(Request request) {
   seq->compression = req.compression;
   seq->max_new = max_new;
   seq->lookahead = engine_.lookahead_steps(req.compression, n_prompt);
-  seq->eos = engine_.tokenizer().eos_id();
+  seq->stop_ids = engine_.tokenizer().stop_ids();
   scheduler_.add(seq);  // throws when the pool can never hold it
 
   Active a(seq, std::move(request), engine_.tokenizer());
@@ -99,7 +99,7 @@ void Engine::on_token(Active& a, int32_t token) {
   if (s.output.size() == 1) a.first_token_at = now_s();
   if (a.request.on_token) a.request.on_token(token);
   const auto& req = a.request.generate;
-  if (req.stop_at_eos && token == s.eos) {
+  if (req.stop_at_eos && engine_.tokenizer().is_stop(token)) {
     a.text += a.stream.flush();
     a.result.text = a.text;
     return end(a, "stop");

@@ -83,7 +83,7 @@ class ForkedPrompt {
     std::vector<float> logits = prefill_logits_;
     for (size_t step = 0; step < lookahead_; ++step) {
       const int32_t next = argmax(logits.data(), vocab);
-      if (next == engine_.tokenizer().eos_id()) break;
+      if (engine_.tokenizer().is_stop(next)) break;
       StepPlan look;
       look.entries = {StepEntry{kSource, {next}, true}};
       logits = engine_.execute_step(look).logits;
@@ -133,7 +133,7 @@ std::vector<GenerateResult> generate_policies(
   check_policies(policies);
   const size_t max_new = engine.check_request(req), n_prompt = req.prompt.size();
   const size_t vocab = engine.model().config().vocab_size;
-  const int32_t eos = engine.tokenizer().eos_id();
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
   // Every policy's fork at once, then (with a reference) one more fork at a time.
   ForkedPrompt job(engine, req, policies, std::max(max_new, req.reference.size()),
                    policies.size() + (req.reference.empty() ? 0 : 1));
@@ -158,7 +158,7 @@ std::vector<GenerateResult> generate_policies(
       GenerateResult& result = results[b];
       const int32_t next = samplers[b].sample(logits.data() + row[b] * vocab, vocab);
       result.tokens.push_back(next);
-      if (req.stop_at_eos && next == eos) {
+      if (req.stop_at_eos && tok.is_stop(next)) {
         result.finish_reason = "stop";
         continue;
       }

@@ -207,7 +207,8 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   // kept counts are known).
   for (const auto& s : resident_) {
     if (s->phase == SeqPhase::kLookahead &&
-        (s->lookahead_done == s->lookahead || s->lookahead_next == s->eos)) {
+        (s->lookahead_done == s->lookahead ||
+         std::binary_search(s->stop_ids.begin(), s->stop_ids.end(), s->lookahead_next))) {
       plan.end_lookahead.push_back(s->id);
       s->phase = SeqPhase::kRunning;
     }

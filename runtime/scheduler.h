@@ -54,9 +54,9 @@ struct ScheduledSeq {
   uint64_t id = 0;
   std::vector<int32_t> prompt;
   compression::CompressionConfig compression;
-  size_t max_new = 0;    // tokens it may generate
-  size_t lookahead = 0;  // look-ahead steps planned
-  int32_t eos = -1;      // look-ahead stops at it
+  size_t max_new = 0;             // tokens it may generate
+  size_t lookahead = 0;           // look-ahead steps planned
+  std::vector<int32_t> stop_ids;  // look-ahead stops at any (Tokenizer::stop_ids, ascending)
 
   SeqPhase phase = SeqPhase::kWaiting;
   std::vector<int32_t> output;  // generated tokens, kept across preemption

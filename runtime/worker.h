@@ -41,7 +41,7 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;
   size_t max_tokens = 256;
   SamplingParams sampling;
-  bool stop_at_eos = true;
+  bool stop_at_eos = true;  // end at any of Tokenizer::stop_ids(); false: ignore_eos
   compression::CompressionConfig compression;  // policy full: no compression
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   size_t block_tokens = 16;
@@ -51,9 +51,9 @@ struct GenerateRequest {
 };
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;  // generated ids (EOS included when it stopped there)
-  std::string text;             // decoded generated text (EOS excluded)
-  std::string finish_reason;    // "stop" (EOS or a stop string), "length" or "abort"
+  std::vector<int32_t> tokens;  // generated ids (the stop token included when it stopped there)
+  std::string text;             // decoded generated text (the stop token excluded)
+  std::string finish_reason;    // "stop" (a stop token or string), "length" or "abort"
   size_t prompt_tokens = 0;
   double prefill_s = 0;  // until the prompt was compressed (look-ahead included)
   double decode_s = 0;
@@ -119,6 +119,7 @@ class Worker {
 
   const model::LlamaModel& model() const { return model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  tokenizer::Tokenizer& tokenizer() { return tokenizer_; }  // --chat-template sets its template
 
   // Tokenizes a prompt; `chat` wraps it as one user turn of the model's chat template.
   std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;

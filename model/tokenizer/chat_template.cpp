@@ -1,18 +1,12 @@
-// The templates as their GGUF files store them (tokenizer.chat_template), in the parts that
-// adakv renders:
-//  SmolLM2-Instruct:
-//   {% for message in messages %}
-//   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a
-//   helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}
-//   {{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}
-//   {% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}
-//  so an empty conversation gets no default system turn.
-//  Qwen2.5-Instruct, without tools: before the loop, messages[0] as the system turn when it is
-//  one, else '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful
-//  assistant.<|im_end|>\n'; in the loop, user messages, system messages other than the first and
-//  assistant messages without tool calls as ChatML turns; then the generation prompt. Its tool
-//  sections (tools, tool_calls, the "tool" role) are not rendered: requests cannot carry them.
+// Which family a Jinja source belongs to, by markers every version of the family's template
+// carries (its special tokens, the pieces it wraps messages in, its default system line) rather
+// than by the exact text, which model files vary in whitespace, tool sections and comments.
 #include "model/tokenizer/chat_template.h"
+
+#include <initializer_list>
+#include <stdexcept>
+
+#include "model/tokenizer/chat_template_render.h"
 
 namespace adakv::tokenizer {
 
@@ -23,49 +17,113 @@ constexpr const char* kSmolLmSystem =
 constexpr const char* kQwenSystem =
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
+bool has(const std::string& source, std::initializer_list<const char*> markers) {
+  for (const char* m : markers) {
+    if (source.find(m) == std::string::npos) return false;
+  }
+  return true;
+}
+
+// Either quoting of a Jinja string literal holding `text`.
+bool has_literal(const std::string& source, const std::string& text) {
+  return source.find('\'' + text + '\'') != std::string::npos ||
+         source.find('"' + text + '"') != std::string::npos;
+}
+
+std::optional<ChatTemplate> recognise_inst(const std::string& source) {
+  if (has(source, {"<<SYS>>", "<</SYS>>", "Conversation roles must alternate"})) {
+    // A fine-tune's template that supplies its own default system message renders text that
+    // llama2() does not.
+    if (has(source, {"set system_message = '"}) || has(source, {"set system_message = \""})) {
+      return std::nullopt;
+    }
+    return ChatTemplate::llama2();
+  }
+  if (has_literal(source, " [INST] ") && has_literal(source, " [/INST]")) {
+    return ChatTemplate::mistral_v1();
+  }
+  if (has_literal(source, "[INST]") && has_literal(source, "[/INST]") &&
+      has(source, {"loop.last and system_message is defined"})) {
+    return ChatTemplate::mistral_tekken();
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::smollm2() {
-  return {"smollm2", kSmolLmSystem, false};
+  return {"smollm2", ChatFamily::kChatMl, kSmolLmSystem, false, "<|im_end|>"};
 }
-
 ChatTemplate ChatTemplate::qwen25() {
-  return {"qwen2.5", kQwenSystem, true};
+  return {"qwen2.5", ChatFamily::kChatMl, kQwenSystem, true, "<|im_end|>"};
+}
+ChatTemplate ChatTemplate::llama2() {
+  return {"llama2", ChatFamily::kLlama2, "", false, "</s>"};
+}
+ChatTemplate ChatTemplate::llama3() {
+  return {"llama3", ChatFamily::kLlama3, "", false, "<|eot_id|>"};
+}
+ChatTemplate ChatTemplate::llama31() {
+  return {"llama3.1", ChatFamily::kLlama31, "", false, "<|eot_id|>"};
+}
+ChatTemplate ChatTemplate::mistral_v1() {
+  return {"mistral-v1", ChatFamily::kMistralV1, "", false, "</s>"};
+}
+ChatTemplate ChatTemplate::mistral_tekken() {
+  return {"mistral-tekken", ChatFamily::kMistralTekken, "", false, "</s>"};
 }
 
 std::optional<ChatTemplate> ChatTemplate::recognise(const std::string& source) {
   if (source.empty()) return smollm2();
-  // Each family by its ChatML markers and its default system line (the line the template
-  // renders, so a template with another line is another template).
-  const bool chatml = source.find("<|im_start|>") != std::string::npos &&
-                      source.find("<|im_end|>") != std::string::npos;
-  if (!chatml) return std::nullopt;
-  if (source.find(kSmolLmSystem) != std::string::npos) return smollm2();
-  if (source.find(kQwenSystem) != std::string::npos) return qwen25();
+  if (has(source, {"<|im_start|>", "<|im_end|>"})) {
+    // Each ChatML family by its default system line (the line the template renders, so a
+    // template with another line is another template).
+    if (has(source, {kSmolLmSystem})) return smollm2();
+    if (has(source, {kQwenSystem})) return qwen25();
+    return std::nullopt;
+  }
+  if (has(source, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"})) {
+    return has(source, {"Cutting Knowledge Date"}) ? llama31() : llama3();
+  }
+  if (has(source, {"[INST]", "[/INST]"})) return recognise_inst(source);
   return std::nullopt;
 }
 
+std::vector<std::string> ChatTemplate::names() {
+  return {"smollm2", "qwen2.5", "llama2", "llama3", "llama3.1", "mistral-v1", "mistral-tekken"};
+}
+
+ChatTemplate ChatTemplate::named(const std::string& name) {
+  for (const ChatTemplate& t :
+       {smollm2(), qwen25(), llama2(), llama3(), llama31(), mistral_v1(), mistral_tekken()}) {
+    if (t.name == name) return t;
+  }
+  throw std::invalid_argument("unknown chat template '" + name + "'; known: " + known_names());
+}
+
 std::string ChatTemplate::known_names() {
-  return "smollm2 (SmolLM2-Instruct's ChatML), qwen2.5 (Qwen2.5-Instruct's ChatML)";
+  return "smollm2 (SmolLM2-Instruct's ChatML), qwen2.5 (Qwen2.5-Instruct's ChatML), llama2 "
+         "(Llama 2 chat), llama3 (Llama 3 Instruct), llama3.1 (Llama 3.1/3.2/3.3 Instruct), "
+         "mistral-v1 (Mistral 7B Instruct v0.1/v0.2), mistral-tekken (Mistral Nemo)";
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt) const {
-  std::string out;
-  auto turn = [&](const std::string& role, const std::string& content) {
-    out += "<|im_start|>";
-    out += role;
-    out += '\n';
-    out += content;
-    out += "<|im_end|>\n";
-  };
-  const bool opens_with_system = !messages.empty() && messages.front().role == "system";
-  if (!opens_with_system && (system_when_empty || !messages.empty())) {
-    turn("system", default_system);
+  switch (family) {
+    case ChatFamily::kChatMl:
+      return chat::render_chatml(*this, messages, add_generation_prompt);
+    case ChatFamily::kLlama2:
+      return chat::render_llama2(messages);
+    case ChatFamily::kLlama3:
+      return chat::render_llama3(messages, add_generation_prompt);
+    case ChatFamily::kLlama31:
+      return chat::render_llama31(messages, add_generation_prompt);
+    case ChatFamily::kMistralV1:
+      return chat::render_mistral_v1(messages);
+    case ChatFamily::kMistralTekken:
+      return chat::render_mistral_tekken(messages);
   }
-  for (const ChatMessage& m : messages) turn(m.role, m.content);
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
+  throw std::logic_error("chat template: unknown family");
 }
 
 std::string apply_chat_template(const std::vector<ChatMessage>& messages,

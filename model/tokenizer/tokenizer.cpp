@@ -1,6 +1,7 @@
 // Tokenizer: special-token splitting, pre-tokenization, byte-level BPE, and decoding.
 #include "model/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -38,8 +39,12 @@ const Vocab& checked(const Vocab& v) {
                              " token types for " + std::to_string(v.tokens.size()) + " tokens");
   }
   const auto n = static_cast<int64_t>(v.tokens.size());
-  for (auto [name, id] :
-       {std::pair{"bos", v.bos_id}, {"eos", v.eos_id}, {"pad", v.pad_id}, {"unk", v.unk_id}}) {
+  for (auto [name, id] : {std::pair{"bos", v.bos_id},
+                          {"eos", v.eos_id},
+                          {"pad", v.pad_id},
+                          {"unk", v.unk_id},
+                          {"eot", v.eot_id},
+                          {"eom", v.eom_id}}) {
     if (id < -1 || id >= n) {
       throw std::runtime_error(std::string("tokenizer: ") + name + " id " + std::to_string(id) +
                                " is outside the vocabulary of " + std::to_string(n));
@@ -62,6 +67,7 @@ struct Tokenizer::Impl {
   SpecialTokenMatcher user_defined;  // user-defined tokens alone: matched in any text
   std::vector<std::string> bytes;    // what each token decodes to
   std::optional<ChatTemplate> chat;  // null when adakv does not render the file's template
+  std::vector<int32_t> stop;         // Tokenizer::stop_ids()
 
   explicit Impl(Vocab v)
       : vocab(std::move(v)),
@@ -84,6 +90,26 @@ struct Tokenizer::Impl {
         bytes.push_back(unicode_to_bytes(vocab.tokens[i]));
       }
     }
+    update_stop();
+  }
+
+  void update_stop() {
+    stop.clear();
+    for (int32_t id : {vocab.eos_id, vocab.eot_id, vocab.eom_id}) {
+      if (id >= 0) stop.push_back(id);
+    }
+    // Only a token spelled as text can be the template's: a byte-level BPE token that happens
+    // to read "</s>" is not the special one.
+    if (chat) {
+      for (size_t i = 0; i < vocab.tokens.size(); ++i) {
+        const int32_t type = type_of(static_cast<int32_t>(i));
+        if (vocab.tokens[i] == chat->end_of_turn && (type == kControl || type == kUserDefined)) {
+          stop.push_back(static_cast<int32_t>(i));
+        }
+      }
+    }
+    std::sort(stop.begin(), stop.end());
+    stop.erase(std::unique(stop.begin(), stop.end()), stop.end());
   }
 
   int32_t type_of(int32_t id) const {
@@ -174,6 +200,18 @@ const Vocab& Tokenizer::vocab() const {
   return impl_->vocab;
 }
 
+const std::vector<int32_t>& Tokenizer::stop_ids() const {
+  return impl_->stop;
+}
+bool Tokenizer::is_stop(int32_t id) const {
+  return std::binary_search(impl_->stop.begin(), impl_->stop.end(), id);
+}
+
+void Tokenizer::set_chat_template(ChatTemplate t) {
+  impl_->chat = std::move(t);
+  impl_->update_stop();
+}
+
 const ChatTemplate& Tokenizer::chat_template() const {
   if (!impl_->chat) {
     throw std::runtime_error(
@@ -186,7 +224,14 @@ const ChatTemplate& Tokenizer::chat_template() const {
 
 std::vector<int32_t> Tokenizer::encode_chat(const std::vector<ChatMessage>& messages,
                                             bool add_generation_prompt) const {
-  return encode(chat_template().render(messages, add_generation_prompt), /*parse_special=*/true);
+  std::string text = chat_template().render(messages, add_generation_prompt);
+  // Templates that write BOS themselves (Llama, Mistral) would get a second one from add_bos.
+  const Vocab& v = impl_->vocab;
+  if (v.add_bos && v.bos_id >= 0) {
+    const std::string& bos = impl_->bytes[v.bos_id];
+    if (!bos.empty() && text.compare(0, bos.size(), bos) == 0) text.erase(0, bos.size());
+  }
+  return encode(text, /*parse_special=*/true);
 }
 
 }  // namespace adakv::tokenizer

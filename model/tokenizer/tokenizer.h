@@ -35,6 +35,8 @@ struct Vocab {
   int32_t eos_id = -1;
   int32_t pad_id = -1;
   int32_t unk_id = -1;
+  int32_t eot_id = -1;  // tokenizer.ggml.eot_token_id: end of turn (Llama 3's <|eot_id|>)
+  int32_t eom_id = -1;  // tokenizer.ggml.eom_token_id: end of message (Llama 3.1's <|eom_id|>)
   bool add_bos = false;
   bool add_space_prefix = true;  // llama only: a "▁" before the text (and after special tokens)
   std::string chat_template;     // tokenizer.chat_template (Jinja source), "" when absent
@@ -68,11 +70,20 @@ class Tokenizer {
   bool is_control(int32_t id) const;
   const Vocab& vocab() const;
 
-  // The file's chat template (ChatTemplate::recognise). Throws std::runtime_error naming the
-  // known templates when adakv does not render the file's.
+  // The ids that end generation, ascending: eos, the file's eot and eom tokens, and the chat
+  // template's end-of-turn token (ChatTemplate::end_of_turn) when the vocabulary has it as a
+  // control or user-defined token.
+  const std::vector<int32_t>& stop_ids() const;
+  bool is_stop(int32_t id) const;
+
+  // The file's chat template (ChatTemplate::recognise), or the one set_chat_template() chose.
+  // Throws std::runtime_error naming the known templates when adakv does not render the file's.
   const ChatTemplate& chat_template() const;
-  // The token ids of `messages` as the file's chat template renders them, special tokens
-  // parsed (throws as chat_template()).
+  // Renders chats with `t` instead of the file's template (--chat-template); stop_ids() follow.
+  void set_chat_template(ChatTemplate t);
+  // The token ids of `messages` as the chat template renders them, special tokens parsed
+  // (throws as chat_template(), and std::invalid_argument for a role order the template
+  // refuses). A BOS the template writes as text is not added a second time.
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
                                    bool add_generation_prompt = true) const;
 

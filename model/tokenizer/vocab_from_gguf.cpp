@@ -61,6 +61,8 @@ Vocab vocab_from_gguf(const gguf::GgufFile& file) {
   v.eos_id = id("tokenizer.ggml.eos_token_id");
   v.pad_id = id("tokenizer.ggml.padding_token_id");
   v.unk_id = id("tokenizer.ggml.unknown_token_id");
+  v.eot_id = id("tokenizer.ggml.eot_token_id");
+  v.eom_id = id("tokenizer.ggml.eom_token_id");
   // llama.cpp adds BOS to SentencePiece vocabularies whose file does not say.
   v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token", model == "llama");
   v.chat_template = file.get_string("tokenizer.chat_template", "");

@@ -43,7 +43,7 @@ std::shared_ptr<ScheduledSeq> sequence(uint64_t id, size_t prompt, size_t max_ne
   s->prompt.assign(prompt, 7);
   s->max_new = max_new;
   s->compression.policy = policy;
-  s->eos = 63;
+  s->stop_ids = {63};
   return s;
 }
 
