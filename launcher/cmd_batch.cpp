@@ -12,6 +12,7 @@
 
 #include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
+#include "launcher/chat_template_flag.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/engine_flags.h"
@@ -34,6 +35,7 @@ struct BatchOptions {
   bool quiet = false;
   EngineFlags engine;
   CompressionFlags compression;
+  ChatTemplateFlag chat_template;
 };
 
 nlohmann::json error_line(size_t index, const std::string& message, const std::string& param) {
@@ -75,6 +77,7 @@ int run_batch(const BatchOptions& o) {
   const std::string model_path = runtime::resolve_model(o.model);
   runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
+  o.chat_template.apply(engine, /*renders_chats=*/false);  // only lines with messages need it
 
   std::ifstream in(o.input);
   if (!in) throw std::runtime_error("cannot read the batch file " + o.input);
@@ -179,6 +182,7 @@ void add_batch(CLI::App& app, Runner& selected) {
   o->compression.model_preset = true;
   o->compression.serving = true;
   o->compression.add_to(sub);
+  o->chat_template.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_batch(*o); }; });
 }
 

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
+#include "launcher/chat_template_flag.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/generate_output.h"
@@ -42,6 +43,7 @@ struct GenerateOptions {
   std::vector<std::string> compare;
   std::string logits_file;
   CompressionFlags compression;
+  ChatTemplateFlag chat_template;
 };
 
 // One prefill, every policy; answers and memory side by side.
@@ -91,6 +93,7 @@ int run_generate(const GenerateOptions& o) {
   const std::string model_path = runtime::resolve_model(o.model);
   runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
+  o.chat_template.apply(engine, o.chat);
 
   runtime::GenerateRequest req;
   req.prompt = engine.encode_prompt(prompt, o.chat);
@@ -153,7 +156,8 @@ void add_generate(CLI::App& app, Runner& selected) {
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
-  sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
+  sub->add_flag("--ignore-eos", o->ignore_eos,
+                "Keep generating past the stop tokens (end of text, end of turn)");
   sub->add_option("--logits-file", o->logits_file,
                   "Write the logits of every decode step (float32 [steps][vocab]) to this file, "
                   "to compare runs (TP sizes, policies)");
@@ -164,6 +168,7 @@ void add_generate(CLI::App& app, Runner& selected) {
   o->compression.default_min_keep = compression::kGenerateMinKeep;
   o->compression.model_preset = true;
   o->compression.add_to(sub);
+  o->chat_template.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {
       throw CLI::RequiredError("--prompt or --prompt-file");

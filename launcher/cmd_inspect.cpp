@@ -153,6 +153,9 @@ std::string describe_config(const gguf::GgufFile& f) {
       chat = e.what();
     }
     out += fmt::format("  chat template     {}\n", chat);
+    std::string stops;
+    for (int32_t id : tok.stop_ids()) stops += (stops.empty() ? "" : ", ") + name(id);
+    out += fmt::format("  stop tokens       {}\n", stops.empty() ? "none" : stops);
   } catch (const std::exception& e) {
     out += fmt::format("  tokenizer         not usable: {}\n", e.what());
   }

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
+#include "launcher/chat_template_flag.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/job.h"
@@ -37,6 +38,7 @@ struct ProfileOptions {
   bool json = false;
   int threads = 0;
   CompressionFlags compression;
+  ChatTemplateFlag chat_template;
 };
 
 void write_file(const fs::path& path, const std::string& content) {
@@ -134,6 +136,7 @@ int run_profile(const ProfileOptions& o) {
   const std::string model_path = runtime::resolve_model(o.model);
   runtime::Worker engine(model_path, tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
+  o.chat_template.apply(engine, o.chat);
 
   profile::ProfileRequest req;
   req.prompt = engine.encode_prompt(text, o.chat);
@@ -207,6 +210,7 @@ void add_profile(CLI::App& app, Runner& selected) {
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
+  o->chat_template.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {
       throw CLI::RequiredError("--prompt or --prompt-file");

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
+#include "launcher/chat_template_flag.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/engine_flags.h"
@@ -36,6 +37,7 @@ struct ServeOptions {
   int threads = 0;
   EngineFlags engine;
   CompressionFlags compression;
+  ChatTemplateFlag chat_template;
 };
 
 // The file's name without .gguf and without a quantization suffix (".Q4_1", ".F16"...).
@@ -57,6 +59,7 @@ int run_serve(const ServeOptions& o) {
     for (int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, SIG_IGN);
     return engine.follow();
   }
+  o.chat_template.apply(engine, /*renders_chats=*/true);
 
   runtime::RequestDefaults defaults;
   std::string source;
@@ -171,6 +174,7 @@ void add_serve(CLI::App& app, Runner& selected) {
   o->compression.model_preset = true;
   o->compression.serving = true;
   o->compression.add_to(sub);
+  o->chat_template.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_serve(*o); }; });
 }
 

@@ -89,7 +89,13 @@ std::vector<int32_t> prompt_tokens(const json& body, const Worker& engine) {
     }
     turns.push_back({role, message_content(turn)});
   }
-  return engine.tokenizer().encode_chat(turns);
+  try {
+    return engine.tokenizer().encode_chat(turns);
+  } catch (const std::invalid_argument& e) {
+    // The template refuses this role order (Llama 2 and Mistral take alternating turns).
+    bad("messages", "do not fit the " + engine.tokenizer().chat_template().name +
+                        " chat template: " + e.what());
+  }
 }
 
 }  // namespace
