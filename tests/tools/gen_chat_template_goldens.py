@@ -19,9 +19,11 @@ name and sha256):
     llama_cpp/llama_chat_format.py              llama3 (LLAMA3_INSTRUCT_CHAT_TEMPLATE)
   the default model file (SmolLM2-135M-Instruct GGUF): smollm2.
 No source of the Llama 2 chat template is reachable from PyPI (it lives in the gated
-meta-llama repositories of the Hugging Face hub), so llama2 has no goldens; --extra
-FAMILY=PATH adds the lines of any further template file, e.g. --extra
-llama2=.../Llama-2-7b-chat-hf.jinja.
+meta-llama repositories of the Hugging Face hub). --extra FAMILY=PATH adds the lines of a
+template file given by hand: the committed goldens were written with
+--extra llama2=Llama-2-7b-chat-hf.jinja, a file holding the chat_template string of
+meta-llama/Llama-2-7b-chat-hf's tokenizer_config.json (sha256 e8d5b5a5...41cf, in the lines).
+Without it the script writes no llama2 lines.
 
 Llama 3.2's template asks strftime_now for today's date, which transformers provides; adakv
 always renders the templates' own fallback date (model/tokenizer/chat_template.h), so those
