@@ -42,9 +42,9 @@ std::optional<ChatTemplate> recognise_inst(const std::string& source) {
   if (has_literal(source, " [INST] ") && has_literal(source, " [/INST]")) {
     return ChatTemplate::mistral_v1();
   }
-  if (has_literal(source, "[INST]") && has_literal(source, "[/INST]") &&
-      has(source, {"loop.last and system_message is defined"})) {
-    return ChatTemplate::mistral_tekken();
+  if (has_literal(source, "[/INST]") && has(source, {"loop.last and system_message is defined"})) {
+    if (has_literal(source, "[INST] ")) return ChatTemplate::mistral_v3();
+    if (has_literal(source, "[INST]")) return ChatTemplate::mistral_tekken();
   }
   return std::nullopt;
 }
@@ -69,6 +69,9 @@ ChatTemplate ChatTemplate::llama31() {
 ChatTemplate ChatTemplate::mistral_v1() {
   return {"mistral-v1", ChatFamily::kMistralV1, "", false, "</s>"};
 }
+ChatTemplate ChatTemplate::mistral_v3() {
+  return {"mistral-v3", ChatFamily::kMistralV3, "", false, "</s>"};
+}
 ChatTemplate ChatTemplate::mistral_tekken() {
   return {"mistral-tekken", ChatFamily::kMistralTekken, "", false, "</s>"};
 }
@@ -90,12 +93,13 @@ std::optional<ChatTemplate> ChatTemplate::recognise(const std::string& source) {
 }
 
 std::vector<std::string> ChatTemplate::names() {
-  return {"smollm2", "qwen2.5", "llama2", "llama3", "llama3.1", "mistral-v1", "mistral-tekken"};
+  return {"smollm2",  "qwen2.5",    "llama2",     "llama3",
+          "llama3.1", "mistral-v1", "mistral-v3", "mistral-tekken"};
 }
 
 ChatTemplate ChatTemplate::named(const std::string& name) {
-  for (const ChatTemplate& t :
-       {smollm2(), qwen25(), llama2(), llama3(), llama31(), mistral_v1(), mistral_tekken()}) {
+  for (const ChatTemplate& t : {smollm2(), qwen25(), llama2(), llama3(), llama31(), mistral_v1(),
+                                mistral_v3(), mistral_tekken()}) {
     if (t.name == name) return t;
   }
   throw std::invalid_argument("unknown chat template '" + name + "'; known: " + known_names());
@@ -104,7 +108,8 @@ ChatTemplate ChatTemplate::named(const std::string& name) {
 std::string ChatTemplate::known_names() {
   return "smollm2 (SmolLM2-Instruct's ChatML), qwen2.5 (Qwen2.5-Instruct's ChatML), llama2 "
          "(Llama 2 chat), llama3 (Llama 3 Instruct), llama3.1 (Llama 3.1/3.2/3.3 Instruct), "
-         "mistral-v1 (Mistral 7B Instruct v0.1/v0.2), mistral-tekken (Mistral Nemo)";
+         "mistral-v1 (Mistral 7B Instruct v0.1/v0.2), mistral-v3 (Mistral 7B Instruct v0.3, "
+         "Mistral Large 2407), mistral-tekken (Mistral Nemo)";
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
@@ -120,6 +125,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
       return chat::render_llama31(messages, add_generation_prompt);
     case ChatFamily::kMistralV1:
       return chat::render_mistral_v1(messages);
+    case ChatFamily::kMistralV3:
+      return chat::render_mistral_v3(messages);
     case ChatFamily::kMistralTekken:
       return chat::render_mistral_tekken(messages);
   }

@@ -18,6 +18,9 @@
 //                    a prompt never depends on the clock (model/tokenizer/chat_template_llama.cpp).
 //  mistral-v1        Mistral 7B Instruct v0.1 / v0.2: "<s> [INST] USER [/INST] ASSISTANT</s>",
 //                    the system message before the first user message.
+//  mistral-v3        Mistral 7B Instruct v0.3, Mistral Large 2407 (v3): "<s>[INST] USER[/INST]
+//                    ASSISTANT</s>" (the assistant message trimmed), the system message before the
+//                    last user message.
 //  mistral-tekken    Mistral Nemo (v3 tekken): "<s>[INST]USER[/INST]ASSISTANT</s>", the system
 //                    message before the last user message
 //                    (model/tokenizer/chat_template_mistral.cpp).
@@ -36,7 +39,15 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatFamily { kChatMl, kLlama2, kLlama3, kLlama31, kMistralV1, kMistralTekken };
+enum class ChatFamily {
+  kChatMl,
+  kLlama2,
+  kLlama3,
+  kLlama31,
+  kMistralV1,
+  kMistralV3,
+  kMistralTekken
+};
 
 struct ChatTemplate {
   std::string name;  // as --chat-template names it
@@ -55,6 +66,7 @@ struct ChatTemplate {
   static ChatTemplate llama3();
   static ChatTemplate llama31();
   static ChatTemplate mistral_v1();
+  static ChatTemplate mistral_v3();
   static ChatTemplate mistral_tekken();
 
   // The known template whose Jinja source is `source`; smollm2() for an empty source (no

@@ -27,6 +27,7 @@ std::string render_llama2(const std::vector<ChatMessage>& messages);
 std::string render_llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 std::string render_llama31(const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 std::string render_mistral_v1(const std::vector<ChatMessage>& messages);
+std::string render_mistral_v3(const std::vector<ChatMessage>& messages);
 std::string render_mistral_tekken(const std::vector<ChatMessage>& messages);
 
 }  // namespace adakv::tokenizer::chat

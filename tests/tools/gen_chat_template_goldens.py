@@ -14,8 +14,10 @@ name and sha256):
   the llama-cpp-python 0.3.36 sdist, which vendors llama.cpp:
     vendor/llama.cpp/models/templates/*.jinja   qwen2.5, llama3.1 (3.1 and 3.2; 3.3's file is
                                                 byte for byte 3.1's), mistral-tekken
-    vendor/llama.cpp/tests/test-chat-template.cpp  mistral-v1 (the string llama.cpp's test names
-                                                "Mistral-7B-Instruct-v0.2 ... 'v1' template")
+    vendor/llama.cpp/tests/test-chat-template.cpp  mistral-v1 and mistral-v3 (the strings
+                                                llama.cpp's test names "Mistral-7B-Instruct-v0.2
+                                                ... 'v1' template" and "Mistral-Large-Instruct-2407
+                                                ... 'v3' template")
     llama_cpp/llama_chat_format.py              llama3 (LLAMA3_INSTRUCT_CHAT_TEMPLATE)
   the default model file (SmolLM2-135M-Instruct GGUF): smollm2.
 No source of the Llama 2 chat template is reachable from PyPI (it lives in the gated
@@ -151,6 +153,10 @@ def main():
         ("mistral-v1", "vendor/llama.cpp/tests/test-chat-template.cpp:Mistral-7B-Instruct-v0.2 v1",
          llama_cpp_test_template(os.path.join(lcpp, "tests", "test-chat-template.cpp"),
                                  "mistralai/Mistral-7B-Instruct-v0.2 (mistralai 'v1'"),
+         "<s>", "</s>", {}),
+        ("mistral-v3", "vendor/llama.cpp/tests/test-chat-template.cpp:Mistral-Large-Instruct-2407 v3",
+         llama_cpp_test_template(os.path.join(lcpp, "tests", "test-chat-template.cpp"),
+                                 "Mistral-Large-Instruct-2407 (mistralai 'v3'"),
          "<s>", "</s>", {}),
     ]
     for family, name, bos, eos, kwargs in [

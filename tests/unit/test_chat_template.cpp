@@ -102,6 +102,12 @@ TEST(ChatTemplateFamilies, MistralTekkenPutsTheSystemMessageBeforeTheLastUserMes
             "<s>[INST]U[/INST]A</s>");
 }
 
+TEST(ChatTemplateFamilies, MistralV3IsTekkenWithSpacesAndTrimmedAnswers) {
+  EXPECT_EQ(ChatTemplate::mistral_v3().render(
+                {{"system", "S"}, {"user", "U"}, {"assistant", " A\n"}, {"user", "V"}}),
+            "<s>[INST] U[/INST] A</s>[INST] S\n\nV[/INST]");
+}
+
 TEST(ChatTemplateFamilies, TrimIsPythonsStrip) {
   // U+3000 and U+00A0 are whitespace to str.strip(); U+200B (zero width space) is not.
   EXPECT_EQ(ChatTemplate::llama3().render({{"user", "\xe3\x80\x80\xc2\xa0 x\t\n"}}, false),
@@ -133,6 +139,9 @@ TEST(ChatTemplateRecognition, EachFamilyByItsMarkers) {
   EXPECT_EQ(name("{%- if loop.last and system_message is defined %}{{- \"[INST]\" + "
                  "system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}"),
             "mistral-tekken");
+  EXPECT_EQ(name("{%- if loop.last and system_message is defined %}{{- \"[INST] \" + "
+                 "system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}"),
+            "mistral-v3");
   // A Llama 2 fine-tune with its own default system message renders other text.
   EXPECT_EQ(name("{% set system_message = 'Vous etes Vigogne' %}Conversation roles must "
                  "alternate <<SYS>> <</SYS>> [INST] [/INST]"),
