@@ -11,9 +11,12 @@ namespace {
 constexpr const char* kGpt2 =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// Llama 3's pattern as its tokenizer.json writes it. The contractions are caseless in the
+// Unicode sense, as in HF tokenizers (Oniguruma) and tiktoken: "'\u017F" (long s) is one, which
+// an ASCII-only '[sS]' would miss.
 constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+    R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Qwen2's pattern (its tokenizer.json): Llama 3's with every digit its own piece, and the
 // contractions matched case-insensitively as Hugging Face writes them.
@@ -56,7 +59,9 @@ std::string white_space_property(const std::string& pattern) {
   return out;
 }
 
-std::vector<std::string> patterns_for(const std::string& name) {
+}  // namespace
+
+std::vector<std::string> pretokenizer_patterns(const std::string& name) {
   if (one_of(name, kDigitsThenGpt2)) return {R"(\p{N})", kGpt2};
   if (one_of(name, kGpt2Names)) return {kGpt2};
   if (one_of(name, kLlama3Names)) return {kLlama3};
@@ -73,10 +78,8 @@ std::vector<std::string> patterns_for(const std::string& name) {
                            "' (tokenizer.ggml.pre); known: " + known);
 }
 
-}  // namespace
-
 PreTokenizer::PreTokenizer(const std::string& name) : name_(name) {
-  for (const auto& p : patterns_for(name)) stages_.emplace_back(white_space_property(p));
+  for (const auto& p : pretokenizer_patterns(name)) stages_.emplace_back(white_space_property(p));
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {

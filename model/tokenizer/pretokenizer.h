@@ -23,6 +23,10 @@
 
 namespace adakv::tokenizer {
 
+// The regex of each stage of the named pre-tokenizer, as written above (\s not yet rewritten), so
+// that a tokenizer.json's Split pattern can be matched to a name. Throws as PreTokenizer does.
+std::vector<std::string> pretokenizer_patterns(const std::string& name);
+
 class PreTokenizer {
  public:
   // Throws std::runtime_error listing the known names if name is not one of them.
