@@ -1,5 +1,6 @@
 // `adakv inspect MODEL`: version, alignment, the model's config as adakv reads it, metadata and
-// the tensor table of a GGUF file (a path or a model name: runtime/model_registry.h).
+// the tensor table of a GGUF file or a Hugging Face checkpoint directory (read as the same GGUF
+// metadata and tensors: model/model_file.h), a path or a model name (runtime/model_registry.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include "model/config.h"
 #include "model/gguf/dequant.h"
 #include "model/gguf/gguf.h"
+#include "model/hf/hf_checkpoint.h"
+#include "model/model_file.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/model_registry.h"
 
@@ -164,13 +167,32 @@ std::string describe_config(const gguf::GgufFile& f) {
 
 int run_inspect(const std::string& spec) {
   const std::string path = runtime::resolve_model(spec);
-  const gguf::GgufFile f = gguf::GgufFile::open(path);
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::string tokenizer_error;
+  try {
+    file = model::open_model_file(path);
+  } catch (const std::exception& e) {
+    // A checkpoint whose tokenizer files adakv cannot read still shows its config and tensors.
+    if (!hf::is_checkpoint_dir(path)) throw;
+    tokenizer_error = e.what();
+    file = model::open_model_file(path, model::ModelParts::kWeights);
+  }
+  const gguf::GgufFile& f = *file;
   if (!is_job_root()) return 0;  // under mpirun, rank 0 alone prints
   std::string out;
   out += fmt::format("file:      {}\n", path);
-  out += fmt::format("version:   {}\n", f.version());
-  out += fmt::format("alignment: {}\n", f.alignment());
+  if (f.assembled()) {
+    out +=
+        "source:    Hugging Face checkpoint (config.json, tokenizer files, safetensors tensors "
+        "memory-mapped in their own dtype), shown as GGUF keys and tensor names\n";
+  } else {
+    out += fmt::format("version:   {}\n", f.version());
+    out += fmt::format("alignment: {}\n", f.alignment());
+  }
   out += describe_config(f);
+  if (!tokenizer_error.empty()) {
+    out += fmt::format("  tokenizer files   not read: {}\n", tokenizer_error);
+  }
 
   size_t key_width = 0;
   for (const auto& [k, v] : f.metadata()) key_width = std::max(key_width, k.size());
@@ -210,9 +232,11 @@ int run_inspect(const std::string& spec) {
 
 void add_inspect(CLI::App& app, Runner& selected) {
   auto* sub =
-      app.add_subcommand("inspect", "Print the config, metadata and tensors of a GGUF file");
+      app.add_subcommand("inspect",
+                         "Print the config, metadata and tensors of a GGUF file or a Hugging "
+                         "Face checkpoint directory");
   auto path = std::make_shared<std::string>();
-  sub->add_option("MODEL", *path, "GGUF file or model name")->required();
+  sub->add_option("MODEL", *path, "GGUF file, checkpoint directory or model name")->required();
   sub->callback([path, &selected] { selected = [path] { return run_inspect(*path); }; });
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "model/gguf/gguf.h"
+#include "model/model_file.h"
 #include "runtime/compression/model_presets.h"
 
 namespace adakv::cli {
@@ -127,9 +128,9 @@ void print_settings(const compression::CompressionConfig& c, const std::string& 
 std::vector<std::string> model_names(const std::string& path) {
   std::string basename, size_label;
   try {
-    const auto file = gguf::GgufFile::open(path);
-    basename = file.get_string("general.basename", "");
-    size_label = file.get_string("general.size_label", "");
+    const auto file = model::open_model_file(path, model::ModelParts::kWeights);
+    basename = file->get_string("general.basename", "");
+    size_label = file->get_string("general.size_label", "");
   } catch (const std::exception&) {
     // The engine loaded it already; metadata of an odd type just leaves the file name.
   }

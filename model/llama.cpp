@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "model/gguf/dequant.h"
 #include "model/gguf/gguf.h"
+#include "model/model_file.h"
 
 namespace adakv::model {
 
@@ -33,7 +34,7 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
 }
 
 LlamaModel LlamaModel::load(const std::string& path, kernels::Backend& backend) {
-  auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
+  auto file = open_model_file(path, ModelParts::kWeights);
   auto config = ModelConfig::from_gguf(*file);
   auto shard = ShardLayout::single(config);
   auto weights = Weights::load(file, config, shard, backend);

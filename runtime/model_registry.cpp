@@ -54,8 +54,10 @@ std::string resolve_model(const std::string& spec) {
     for (const KnownModel& k : known_models()) {
       known += std::string(known.empty() ? "" : ", ") + k.name;
     }
-    throw std::runtime_error("model file not found: " + spec +
-                             " (nor is it a model name: " + known + ")");
+    throw std::runtime_error("model not found: " + spec +
+                             " is neither a GGUF file, a Hugging Face checkpoint directory, nor "
+                             "a model name (" +
+                             known + ")");
   }
   const std::string path = adakv_home() + "/models/" + m->file;
   if (!fs::exists(path)) {

@@ -1,4 +1,5 @@
-// Where models live: `--model` takes a path or the name of a model the setup fetches into
+// Where models live: `--model` takes a path (a GGUF file or a Hugging Face checkpoint directory)
+// or the name of a model the setup fetches into
 // $ADAKV_HOME/models (default ~/.cache/adakv/models): the default model, or one of the others
 // cluster/setup-node.sh knows.
 #pragma once
@@ -24,7 +25,8 @@ const std::vector<KnownModel>& known_models();
 // $ADAKV_HOME, or ~/.cache/adakv.
 std::string adakv_home();
 
-// A path that exists, a known model's name (or file name), or "" for the default model.
+// A path that exists (a GGUF file or a checkpoint directory, model/model_file.h), a known
+// model's name (or file name), or "" for the default model.
 // Throws std::runtime_error saying how to fetch a known model that is not there, and naming the
 // known models when spec is neither a file nor one of them.
 std::string resolve_model(const std::string& spec);

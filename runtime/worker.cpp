@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/gguf/gguf.h"
+#include "model/model_file.h"
 #ifdef ADAKV_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
 #endif
@@ -92,7 +93,7 @@ comm::World checked_world(const comm::World& world, const comm::Communicator* tp
 }  // namespace
 
 Worker::Worker(const std::string& path, comm::Communicator* tp, const comm::World& world)
-    : Worker(std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path)), tp, world) {}
+    : Worker(model::open_model_file(path), tp, world) {}
 
 Worker::Worker(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp,
                const comm::World& world)

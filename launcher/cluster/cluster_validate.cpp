@@ -11,6 +11,7 @@
 #include "launcher/cluster/cluster_config.h"
 #include "model/config.h"
 #include "model/gguf/gguf.h"
+#include "model/model_file.h"
 #include "model/shard.h"
 
 namespace adakv::cluster {
@@ -169,7 +170,8 @@ void check_tp_fits(const ClusterConfig& config, const model::ModelConfig& model,
 void check_model_fits(const ClusterConfig& config, const std::string& model_path) {
   model::ModelConfig m;
   try {
-    m = model::ModelConfig::from_gguf(gguf::GgufFile::open(model_path));
+    m = model::ModelConfig::from_gguf(
+        *model::open_model_file(model_path, model::ModelParts::kWeights));
   } catch (const std::exception& e) {
     throw ConfigError(
         fmt::format("{}: model: cannot read {}: {}", config.source, model_path, e.what()));

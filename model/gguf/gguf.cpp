@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -550,8 +551,57 @@ GgufFile GgufFile::parse(const void* data, size_t size, const std::string& label
   return f;
 }
 
+GgufFile GgufFile::assemble(std::string label, std::vector<std::pair<std::string, Value>> metadata,
+                            std::vector<TensorInfo> tensors, std::vector<Region> regions) {
+  GgufFile f;
+  f.path_ = std::move(label);
+  f.version_ = 0;
+  std::unordered_set<std::string> keys, names;
+  for (const auto& [k, v] : metadata) {
+    if (!keys.insert(k).second) {
+      throw GgufError(fmt::format("gguf: {}: duplicate metadata key {}", f.path_, quoted(k)));
+    }
+  }
+  for (TensorInfo& t : tensors) {
+    if (!names.insert(t.name).second) {
+      throw GgufError(fmt::format("gguf: {}: duplicate tensor name {}", f.path_, quoted(t.name)));
+    }
+    uint64_t n = 1;
+    for (uint64_t d : t.ne) {
+      if (__builtin_mul_overflow(n, d, &n)) {
+        throw GgufError(fmt::format("gguf: {}: tensor {} element count overflows", f.path_,
+                                    quoted(t.name)));
+      }
+    }
+    t.n_elements = n;
+    t.n_bytes = bytes_for(t.type, n);
+    const auto inside = [&](const Region& r) {
+      return t.data >= r.begin && t.data <= r.begin + r.size &&
+             t.n_bytes <= static_cast<uint64_t>(r.begin + r.size - t.data);
+    };
+    if (!t.data || std::none_of(regions.begin(), regions.end(), inside)) {
+      throw GgufError(fmt::format("gguf: {}: tensor {} data lies outside the regions it was given",
+                                  f.path_, quoted(t.name)));
+    }
+  }
+  f.metadata_ = std::move(metadata);
+  f.tensors_ = std::move(tensors);
+  f.regions_ = std::move(regions);
+  return f;
+}
+
 void GgufFile::release_pages(const uint8_t* p, size_t n) const {
-  if (!mapping_ || !mapping_->map || n == 0) return;
+  if (n == 0) return;
+  if (version_ == 0) {
+    // Only pages of a file mapping may be dropped: they are read from the file again.
+    const auto in_mapping = [&](const Region& r) {
+      return r.file_backed && p >= r.begin && p <= r.begin + r.size &&
+             n <= static_cast<size_t>(r.begin + r.size - p);
+    };
+    if (std::none_of(regions_.begin(), regions_.end(), in_mapping)) return;
+  } else if (!mapping_ || !mapping_->map) {
+    return;
+  }
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
   const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
@@ -689,6 +739,7 @@ const TensorInfo& GgufFile::tensor(std::string_view name) const {
 }
 
 const uint8_t* GgufFile::tensor_data(const TensorInfo& t) const {
+  if (t.data) return t.data;
   const uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
   if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
     throw GgufError(

@@ -81,20 +81,43 @@ struct TensorInfo {
   uint64_t offset = 0;       // relative to the data section
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
+  // An assembled file's tensor: its n_bytes in one of the file's regions (offset unused); null
+  // for a tensor of a GGUF file, which lies at offset in the data section.
+  const uint8_t* data = nullptr;
 };
 
+// GGUF metadata and tensors: read from a GGUF file, or assembled from a Hugging Face checkpoint
+// (model/hf/hf_checkpoint.h), whose tensors stay in their memory-mapped safetensors files under
+// the names and metadata keys a GGUF file of the same model would have.
 class GgufFile {
  public:
+  // Memory that holds an assembled file's tensors, kept alive by `owner` while the GgufFile
+  // lives. file_backed: a read-only file mapping, whose pages release_pages() may drop.
+  struct Region {
+    std::shared_ptr<const void> owner;
+    const uint8_t* begin = nullptr;
+    size_t size = 0;
+    bool file_backed = false;
+  };
+
   // Opens and validates the file; the data section stays memory-mapped while the object lives.
   static GgufFile open(const std::string& path);
   // Parses an in-memory image (used by tests and the fuzz suite); the bytes are copied.
   static GgufFile parse(const void* data, size_t size, const std::string& label = "<memory>");
+  // A file of the given metadata and tensors, each tensor's `data` pointing inside one of
+  // `regions`; nothing is copied. `label` stands for path() in messages. Throws GgufError naming
+  // a tensor whose bytes (n_bytes, checked against type and ne) lie outside every region, or a
+  // duplicate key or tensor name. version() is 0.
+  static GgufFile assemble(std::string label, std::vector<std::pair<std::string, Value>> metadata,
+                           std::vector<TensorInfo> tensors, std::vector<Region> regions);
 
   GgufFile(GgufFile&&) noexcept;
   GgufFile& operator=(GgufFile&&) noexcept;
   ~GgufFile();
 
   uint32_t version() const { return version_; }
+  // True when made by assemble() rather than read from a GGUF file.
+  bool assembled() const { return version_ == 0; }
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
 
@@ -135,6 +158,7 @@ class GgufFile {
   std::string path_;
   std::vector<std::pair<std::string, Value>> metadata_;
   std::vector<TensorInfo> tensors_;
+  std::vector<Region> regions_;  // assembled: where the tensors live
   friend class Parser;
 };
 
