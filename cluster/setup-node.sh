@@ -16,6 +16,16 @@
 #                                    tests/tools/spm_vocab_gguf.py in $ADAKV_HOME/venv (pip:
 #                                    sentencepiece, gguf; no torch), for the SentencePiece
 #                                    tokenizer's oracle test
+#   cluster/setup-node.sh model hf-tokenizers
+#                                    not a model: Hugging Face tokenizer directories
+#                                    (tokenizer.json, tokenizer_config.json) of SmolLM2, Qwen2.5
+#                                    (from their GGUFs, fetched first), Llama 3.1 (the tiktoken
+#                                    tokenizer.model in the llama-models wheel, 6.6 MB) and
+#                                    Mistral 7B v0.1 (mistral_common's tokenizer.model), in
+#                                    $ADAKV_HOME/models/hf-tokenizers, made by
+#                                    tests/tools/make_hf_tokenizers.py in $ADAKV_HOME/venv (pip:
+#                                    tokenizers, gguf, sentencepiece; no torch), for the oracle
+#                                    test of the tokenizer.json reader; `all` makes them too
 #   cluster/setup-node.sh bench-peer llama-cpp-python, the peer of `adakv bench` (built from
 #                                    source in a venv at $ADAKV_HOME/venv when python3 lacks it,
 #                                    the same version as serve-peer's sdist); prints the
@@ -65,6 +75,11 @@ QWEN_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 SPM_WHEEL="mistral_common==1.13.1"
 SPM_MEMBER="mistral_common/data/tokenizer.model.v1"
 SPM_FILE="mistral-v0.1-spm-vocab.gguf"
+
+# Llama 3.1's tiktoken vocabulary is package data of llama-models.
+LLAMA3_WHEEL="llama-models==0.3.0"
+LLAMA3_MEMBER="llama_models/llama3/tokenizer.model"
+HF_TOKENIZERS_DIR="hf-tokenizers"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -201,14 +216,53 @@ PY
   log "spm vocab: $dest"
 }
 
+fetch_hf_tokenizers() {
+  local dest="$ADAKV_HOME/models/$HF_TOKENIZERS_DIR"
+  local name missing=""
+  for name in smollm2 qwen2.5 llama3 mistral; do
+    [ -f "$dest/$name/tokenizer.json" ] || missing=1
+  done
+  if [ -z "$missing" ]; then
+    log "hf tokenizers: $dest"
+    return
+  fi
+  fetch_model
+  fetch_qwen
+  local venv="$ADAKV_HOME/venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -c "import tokenizers, sentencepiece, gguf" 2>/dev/null ||
+    "$venv/bin/python" -m pip install --quiet tokenizers sentencepiece gguf >&2
+  local tmp
+  tmp="$(mktemp -d "$ADAKV_HOME/models/.fetch.XXXXXX")"
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
+  python3 -m pip download --quiet --no-deps --only-binary :all: --dest "$tmp" "$SPM_WHEEL" \
+    "$LLAMA3_WHEEL"
+  python3 - "$tmp" "$SPM_MEMBER" "$LLAMA3_MEMBER" <<'PY'
+import glob, os, sys, zipfile
+tmp, spm, llama3 = sys.argv[1:]
+for pattern, member, name in [("mistral_common-*.whl", spm, "mistral.model"),
+                              ("llama_models-*.whl", llama3, "llama3.model")]:
+    with zipfile.ZipFile(glob.glob(os.path.join(tmp, pattern))[0]) as z:
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(z.read(member))
+PY
+  "$venv/bin/python" "$(dirname "$0")/../tests/tools/make_hf_tokenizers.py" --out "$tmp/out" \
+    --smollm2 "$ADAKV_HOME/models/$MODEL_FILE" --qwen "$ADAKV_HOME/models/$QWEN_FILE" \
+    --llama3 "$tmp/llama3.model" --mistral "$tmp/mistral.model"
+  rm -rf "$dest"
+  mv "$tmp/out" "$dest"
+  log "hf tokenizers: $dest"
+}
+
 # `model [NAME]`: the default model, or the one `--model NAME` names.
 fetch_named_model() {
   case "$1" in
     "" | SmolLM2-135M-Instruct) fetch_model ;;
     "$QWEN_NAME") fetch_qwen ;;
     mistral-spm-vocab) fetch_spm_vocab ;;
+    hf-tokenizers) fetch_hf_tokenizers ;;
     *)
-      log "unknown model '$1'; known: SmolLM2-135M-Instruct (the default), $QWEN_NAME, mistral-spm-vocab"
+      log "unknown model '$1'; known: SmolLM2-135M-Instruct (the default), $QWEN_NAME, mistral-spm-vocab, hf-tokenizers"
       exit 2
       ;;
   esac
@@ -291,7 +345,7 @@ install_serve_peer() {
 }
 
 case "$what" in
-  all) install_packages; fetch_model; fetch_qwen; fetch_spm_vocab; install_client >/dev/null ;;
+  all) install_packages; fetch_model; fetch_qwen; fetch_spm_vocab; fetch_hf_tokenizers; install_client >/dev/null ;;
   packages) install_packages ;;
   model) fetch_named_model "$model_name" ;;
   bench-peer) install_bench_peer ;;
