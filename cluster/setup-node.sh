@@ -2,7 +2,7 @@
 # Prepares a Debian node for adakv, idempotently: installs the system packages the build and the
 # tests need (only those missing) and fetches the models into $ADAKV_HOME/models.
 #   cluster/setup-node.sh            packages + both models + the SentencePiece vocabulary +
-#                                    client
+#                                    client + tiny-hf
 #   cluster/setup-node.sh packages   packages only
 #   cluster/setup-node.sh model      the default model only (SmolLM2-135M-Instruct, 93 MB)
 #   cluster/setup-node.sh model qwen2.5-coder-0.5b
@@ -33,6 +33,9 @@
 #   cluster/setup-node.sh client     the official `openai` client in the venv $ADAKV_HOME/venv
 #                                    (what the serve tests drive `adakv serve` with); prints the
 #                                    interpreter to use
+#   cluster/setup-node.sh tiny-hf    numpy and tokenizers in the venv $ADAKV_HOME/venv, with which
+#                                    the Hugging Face checkpoint test makes its tiny checkpoints
+#                                    (tests/tools/make_tiny_hf_models.py); prints the interpreter
 #   cluster/setup-node.sh serve-peer llama.cpp's own llama-server, llama-bench and
 #                                    llama-batched-bench, built (CPU, Release) from the llama.cpp
 #                                    vendored in the llama-cpp-python sdist into
@@ -302,6 +305,18 @@ install_client() {
   echo "$venv/bin/python"
 }
 
+# Prints the python interpreter of $ADAKV_HOME/venv, which has numpy and tokenizers.
+install_tiny_hf() {
+  local venv="$ADAKV_HOME/venv"
+  if ! "$venv/bin/python" -c "import numpy, tokenizers" 2>/dev/null; then
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    log "tiny-hf: installing numpy and tokenizers in $venv"
+    "$venv/bin/python" -m pip install --quiet numpy tokenizers >&2
+  fi
+  log "tiny-hf: numpy and tokenizers in $venv"
+  echo "$venv/bin/python"
+}
+
 # llama.cpp as a CPU user runs it: the sdist of llama-cpp-python carries all of llama.cpp, tools
 # included, under vendor/llama.cpp. Prints the directory holding the binaries.
 SERVE_PEER_TARGETS=(llama-server llama-bench llama-batched-bench)
@@ -345,11 +360,15 @@ install_serve_peer() {
 }
 
 case "$what" in
-  all) install_packages; fetch_model; fetch_qwen; fetch_spm_vocab; fetch_hf_tokenizers; install_client >/dev/null ;;
+  all)
+    install_packages; fetch_model; fetch_qwen; fetch_spm_vocab; fetch_hf_tokenizers; install_client >/dev/null
+    install_tiny_hf >/dev/null
+    ;;
   packages) install_packages ;;
   model) fetch_named_model "$model_name" ;;
   bench-peer) install_bench_peer ;;
   client) install_client ;;
+  tiny-hf) install_tiny_hf ;;
   serve-peer) install_serve_peer ;;
-  *) echo "usage: $0 [all|packages|model [NAME]|bench-peer|client|serve-peer]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|packages|model [NAME]|bench-peer|client|tiny-hf|serve-peer]" >&2; exit 2 ;;
 esac

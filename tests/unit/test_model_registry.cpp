@@ -64,6 +64,13 @@ TEST(ModelRegistry, KnownNamesResolveUnderTheHome) {
   EXPECT_EQ(resolve_model(kDefaultModelName), smol);
 }
 
+TEST(ModelRegistry, ADirectoryResolvesToItself) {
+  const ScopedHome home;
+  const std::string dir = (home.models() / "tiny-checkpoint").string();
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(resolve_model(dir), dir);
+}
+
 TEST(ModelRegistry, AnUnknownNameListsTheKnownOnes) {
   const ScopedHome home;
   const std::string e = error_of("qwen3-moe");
