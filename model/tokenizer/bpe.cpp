@@ -31,7 +31,8 @@ struct Symbol {
 }  // namespace
 
 BpeModel::BpeModel(const std::unordered_map<std::string, int32_t>& token_ids,
-                   const std::vector<std::string>& merges) {
+                   const std::vector<std::string>& merges, bool ignore_merges) {
+  if (ignore_merges) whole_ = token_ids;
   for (int b = 0; b < 256; ++b) {
     const auto it = token_ids.find(std::string(byte_to_unicode(static_cast<uint8_t>(b))));
     byte_ids_[b] = it == token_ids.end() ? -1 : it->second;
@@ -59,6 +60,14 @@ const BpeModel::Merge* BpeModel::find(int32_t left, int32_t right) const {
 }
 
 void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  if (!whole_.empty()) {
+    std::string spelled;
+    for (char c : bytes) spelled += byte_to_unicode(static_cast<uint8_t>(c));
+    if (const auto it = whole_.find(spelled); it != whole_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   // Bytes without a token are dropped before merging, so their neighbours may merge with each
   // other: what HF tokenizers' BPE does with no unknown token (llama.cpp instead keeps such a
   // byte as a barrier and drops it afterwards).

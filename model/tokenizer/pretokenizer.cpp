@@ -78,6 +78,10 @@ std::vector<std::string> pretokenizer_patterns(const std::string& name) {
                            "' (tokenizer.ggml.pre); known: " + known);
 }
 
+bool pretokenizer_ignores_merges(const std::string& name) {
+  return name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3";
+}
+
 PreTokenizer::PreTokenizer(const std::string& name) : name_(name) {
   for (const auto& p : pretokenizer_patterns(name)) stages_.emplace_back(white_space_property(p));
 }

@@ -27,6 +27,11 @@ namespace adakv::tokenizer {
 // that a tokenizer.json's Split pattern can be matched to a name. Throws as PreTokenizer does.
 std::vector<std::string> pretokenizer_patterns(const std::string& name);
 
+// Whether byte-level BPE takes a piece that is a token whole, before merging: for "llama3",
+// "llama-v3", "llama-bpe" and "falcon3", as llama.cpp does (Llama 3's tokenizer.json sets
+// ignore_merges).
+bool pretokenizer_ignores_merges(const std::string& name);
+
 class PreTokenizer {
  public:
   // Throws std::runtime_error listing the known names if name is not one of them.

@@ -71,7 +71,8 @@ struct Tokenizer::Impl {
 
   explicit Impl(Vocab v)
       : vocab(std::move(v)),
-        bpe(index_tokens(checked(vocab).tokens), vocab.merges),
+        bpe(index_tokens(checked(vocab).tokens), vocab.merges,
+            pretokenizer_ignores_merges(vocab.pre)),
         // SentencePiece vocabularies have no pre-tokenizer, whatever tokenizer.ggml.pre says.
         pre(vocab.model == "llama" ? "default" : vocab.pre),
         chat(ChatTemplate::recognise(vocab.chat_template)) {

@@ -12,6 +12,7 @@
 #include "model/gguf/gguf.h"
 #include "model/gguf/writer.h"
 #include "model/hf/hf_tokenizer.h"
+#include "model/tokenizer/pretokenizer.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace {
@@ -160,6 +161,41 @@ TEST_F(HfTokenizerDir, PreTokenizerNames) {
     write("tokenizer.json", t);
     EXPECT_EQ(gguf().get_string("tokenizer.ggml.pre"), name);
   }
+}
+
+// Llama 3 (pre "llama-bpe") takes a piece that is a token whole, as its ignore_merges says;
+// with the GPT-2 pre-tokenizer the merges decide.
+TEST_F(HfTokenizerDir, Llama3IgnoresMergesForWholeTokens) {
+  json t = byte_level_tokenizer();
+  t["model"]["vocab"] = {{"a", 0}, {"b", 1}, {"c", 2}, {"bc", 3}, {"abc", 4}};
+  t["model"]["merges"] = json::array({"b c"});
+  t["model"]["ignore_merges"] = true;
+  t["added_tokens"] = json::array();
+  write("tokenizer.json", t);
+  EXPECT_EQ(Tokenizer(adakv::tokenizer::vocab_from_gguf(gguf())).encode("abc"),
+            (std::vector<int32_t>{0, 3}));
+  t["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array(
+           {{{"type", "Split"},
+             {"pattern",
+              {{"Regex",
+                R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
+             {"behavior", "Isolated"},
+             {"invert", false}},
+            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  write("tokenizer.json", t);
+  EXPECT_EQ(Tokenizer(adakv::tokenizer::vocab_from_gguf(gguf())).encode("abc"),
+            (std::vector<int32_t>{4}));
+}
+
+// HF tokenizers' Split with Llama 3's pattern gives "a", "'\u017F", "x": the contractions match
+// caselessly in the Unicode sense (long s is s).
+TEST(HfLlama3Pattern, LongSIsAContraction) {
+  std::vector<std::string_view> pieces;
+  adakv::tokenizer::PreTokenizer("llama-bpe").split("a'\xC5\xBFx IT'S", pieces);
+  EXPECT_EQ(pieces, (std::vector<std::string_view>{"a", "'\xC5\xBF", "x", " IT", "'S"}));
 }
 
 TEST_F(HfTokenizerDir, UnrecognisedSplitPatternIsAnErrorQuotingIt) {
