@@ -168,6 +168,18 @@ std::shared_ptr<const gguf::GgufFile> open_checkpoint(const std::string& dir_nam
     regions.push_back({shard, shard->image(), shard->image_size(), shard->file_backed()});
   }
   check_required(dir, config, shards, found);
+  // In the order a GGUF file lists them (embedding, layer by layer, output), for inspect.
+  ModelShape all = config.shape;
+  all.qkv_bias = true;
+  all.tied_embeddings = false;
+  std::map<std::string, size_t> rank;
+  for (const RequiredTensor& r : required_tensors(all)) rank.emplace(r.gguf_name, rank.size());
+  const auto order = [&](const gguf::TensorInfo& t) {
+    const auto it = rank.find(t.name);
+    return it == rank.end() ? rank.size() : it->second;
+  };
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [&](const auto& a, const auto& b) { return order(a) < order(b); });
 
   Metadata metadata = std::move(config.metadata);
   if (read_tokenizer) {

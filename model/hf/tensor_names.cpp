@@ -61,8 +61,6 @@ std::vector<RequiredTensor> required_tensors(const ModelShape& m) {
                  F = m.ffn_dim;
   std::vector<RequiredTensor> out;
   out.push_back({"model.embed_tokens.weight", "token_embd.weight", {0, D}});
-  out.push_back({"model.norm.weight", "output_norm.weight", {D}});
-  if (!m.tied_embeddings) out.push_back({"lm_head.weight", "output.weight", {0, D}});
   for (size_t l = 0; l < m.n_layers; ++l) {
     const auto add = [&](const char* hf, const char* gguf, std::vector<uint64_t> shape) {
       out.push_back({fmt::format("model.layers.{}.{}", l, hf), fmt::format("blk.{}.{}", l, gguf),
@@ -83,6 +81,8 @@ std::vector<RequiredTensor> required_tensors(const ModelShape& m) {
     add("mlp.up_proj.weight", "ffn_up.weight", {F, D});
     add("mlp.down_proj.weight", "ffn_down.weight", {D, F});
   }
+  out.push_back({"model.norm.weight", "output_norm.weight", {D}});
+  if (!m.tied_embeddings) out.push_back({"lm_head.weight", "output.weight", {0, D}});
   return out;
 }
 

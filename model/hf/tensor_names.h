@@ -24,7 +24,8 @@ struct ModelShape {
   bool tied_embeddings = false;  // no lm_head.weight
 };
 
-// Every tensor a model of that shape needs, with its shape (the vocabulary is left open).
+// Every tensor a model of that shape needs, with its shape (the vocabulary is left open), in the
+// order a GGUF file lists them.
 std::vector<RequiredTensor> required_tensors(const ModelShape& m);
 
 }  // namespace adakv::hf
