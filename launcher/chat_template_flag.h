@@ -1,5 +1,5 @@
 // --chat-template NAME, for the commands that render chats (generate --chat, profile --chat,
-// batch, serve): renders with the named template instead of the one recognised from the model
+// batch, serve, eval): renders with the named template instead of the one recognised from the model
 // file, and checks at load that the command's chats can be rendered at all.
 #pragma once
 

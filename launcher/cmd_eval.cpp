@@ -13,6 +13,7 @@
 
 #include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
+#include "launcher/chat_template_flag.h"
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/eval_runs.h"
@@ -43,6 +44,7 @@ struct EvalOptions {
   std::vector<std::string> haystack;
   int threads = 0;
   CompressionFlags compression;
+  ChatTemplateFlag chat_template;
 };
 
 // File-name-safe form of a run: "adakv_20pct", "snapkv_128tok".
@@ -195,6 +197,7 @@ int run_eval_command(const EvalOptions& o) {
 
   runtime::Worker engine(runtime::resolve_model(o.model), tp_group(), job_world());
   if (!engine.is_root()) return engine.follow();
+  o.chat_template.apply(engine, /*renders_chats=*/true);  // every task's question is a chat
   std::fprintf(stderr,
                "[eval] %s: %zu prompts (%zu lengths x %zu depths x %zu trials), %zu runs per "
                "prompt, %zu threads\n",
@@ -283,6 +286,7 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
+  o->chat_template.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_eval_command(*o); }; });
 }
 

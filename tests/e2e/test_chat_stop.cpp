@@ -129,7 +129,8 @@ TEST(ChatStopCli, InspectNamesTheTemplateAndTheStopTokens) {
 }
 
 TEST(ChatStopCli, AnUnknownTemplateNameListsTheKnownOnes) {
-  for (const char* cmd : {"generate --chat --prompt x", "batch /dev/null", "serve"}) {
+  for (const char* cmd :
+       {"generate --chat --prompt x", "batch /dev/null", "serve", "eval passkey"}) {
     const auto r = adakv::test::adakv(std::string(cmd) + " --model " + adakv::test::model_path() +
                                       " --chat-template llama9");
     EXPECT_NE(r.rc, 0) << cmd;

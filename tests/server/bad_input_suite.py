@@ -1176,6 +1176,19 @@ def auth_cases():
     ]
 
 
+def chat_template_cases():
+    """Under --chat-template mistral-v1, whose template takes alternating turns only."""
+    def turns(*roles):
+        return chat(messages=[{"role": r, "content": "x"} for r in roles])
+    return [
+        P("mistral-v1: user, user", CHAT, turns("user", "user"), 400, "messages"),
+        P("mistral-v1: assistant first", CHAT, turns("assistant", "user"), 400, "messages"),
+        P("mistral-v1: system after user", CHAT, turns("user", "system"), 400, "messages"),
+        P("mistral-v1: system, user, assistant, user", CHAT,
+          turns("system", "user", "assistant", "user"), 200, check=check_chat),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1251,10 +1264,11 @@ def main():
     args = ap.parse_args()
 
     main_table, auth_table = main_cases(args.vocab), auth_cases()
+    template_table = chat_template_cases()
     if args.list:
-        for case in main_table + auth_table:
+        for case in main_table + auth_table + template_table:
             print("%-52s %s" % (case.name, case.expected()))
-        print("%d cases" % (len(main_table) + len(auth_table)))
+        print("%d cases" % (len(main_table) + len(auth_table) + len(template_table)))
         return 0
 
     common = ["--threads", str(args.threads), "--kv-pool-mb", str(args.kv_pool_mb)]
@@ -1265,7 +1279,9 @@ def main():
     servers = []
     try:
         for label, extra, table in (("server", [], main_table),
-                                    ("server --api-key", ["--api-key", API_KEY], auth_table)):
+                                    ("server --api-key", ["--api-key", API_KEY], auth_table),
+                                    ("server --chat-template mistral-v1",
+                                     ["--chat-template", "mistral-v1"], template_table)):
             if args.only and not any(re.search(args.only, c.name) for c in table):
                 continue
             srv = Server(args.adakv, common + extra, label)
