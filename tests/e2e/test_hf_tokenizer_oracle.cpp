@@ -92,7 +92,8 @@ TEST(HfTokenizerMetadata, Qwen25EqualsItsGguf) {
 struct Agreement {
   int lines = 0;
   int hf = 0;             // ids equal to HF tokenizers'
-  int sentencepiece = 0;  // ids equal to sentencepiece's (Mistral only)
+  int plain = 0;          // lines with special tokens not parsed
+  int sentencepiece = 0;  // of those, ids equal to sentencepiece's (Mistral only)
   int round_trips = 0;    // decode gave the text back (after a BOS)
 };
 
@@ -122,6 +123,7 @@ Agreement run_goldens(const Tokenizer& tok, const std::string& name, bool expect
     }
     a.hf += ids == expected;
     const auto sp = j.contains("sentencepiece_ids") ? j["sentencepiece_ids"].get<Ids>() : expected;
+    a.plain += !parse_special;
     a.sentencepiece += !parse_special && ids == sp;
     Ids body = ids;
     if (!body.empty() && tok.vocab().add_bos && body.front() == tok.bos_id()) {
@@ -131,7 +133,9 @@ Agreement run_goldens(const Tokenizer& tok, const std::string& name, bool expect
   }
   std::cout << "[hf tokenizer goldens] " << name << ": " << a.lines << " lines, ids equal to HF "
             << "tokenizers' on " << a.hf;
-  if (name == "mistral") std::cout << ", to sentencepiece's on " << a.sentencepiece;
+  if (name == "mistral") {
+    std::cout << ", to sentencepiece's on " << a.sentencepiece << " of " << a.plain;
+  }
   std::cout << ", decode round-trips on " << a.round_trips << "\n";
   return a;
 }
@@ -170,9 +174,12 @@ TEST(HfTokenizerOracleLlama3, Metadata) {
   EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type")[128009], 3);
 }
 
-// Mistral's byte-fallback BPE: sentencepiece is the reference, and HF's fast tokenizer differs
-// from it on some runs of spaces; adakv (scores from the merges' ranks) is compared with both
-// and the counts printed.
+// Mistral's byte-fallback BPE: sentencepiece is the reference (the goldens carry its ids where
+// HF's fast tokenizer differs: on runs of spaces when the merges are in id order, on no line with
+// the score-ordered merges of the setup's tokenizer.json). adakv (scores from the merges' ranks)
+// is compared with both. The one known difference from HF: "<unk>" in the text with special
+// tokens parsed is HF's unknown token, while adakv matches control and user-defined tokens only
+// and the unknown token is neither.
 TEST(HfTokenizerOracleMistral, AgreesWithHfAndSentencepiece) {
   const std::string dir = tokenizers_dir() + "/mistral";
   SKIP_WITHOUT(dir);
@@ -186,7 +193,8 @@ TEST(HfTokenizerOracleMistral, AgreesWithHfAndSentencepiece) {
   const Tokenizer tok(adakv::tokenizer::vocab_from_gguf(f));
   const Agreement a = run_goldens(tok, "mistral", false);
   EXPECT_GE(a.lines, 300);
-  EXPECT_GE(a.hf, a.lines * 9 / 10);
+  EXPECT_GE(a.hf, a.lines - 1);
+  EXPECT_EQ(a.sentencepiece, a.plain);
 }
 
 }  // namespace

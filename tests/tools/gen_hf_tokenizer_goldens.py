@@ -12,8 +12,13 @@ in the text are plain text; added tokens that are not special still match), whic
 encode(text, false).
 
 Mistral: with --spm (its tokenizer.model), lines where sentencepiece itself gives other ids than
-HF's fast tokenizer carry them as "sentencepiece_ids", and the script prints how many there are
-(runs of spaces: the known fast/slow difference).
+HF's fast tokenizer carry them as "sentencepiece_ids", and the script prints how many there are.
+With merges ordered by score, as make_hf_tokenizers.py writes them, there were none; merges in
+id order (transformers' generate_merges without scores) differ on runs of spaces.
+
+Llama 3: with --tiktoken (llama-models' tokenizer.model) and the tiktoken package, lines where
+tiktoken (Meta's own tokenizer) gives other ids carry them as "tiktoken_ids", and the script
+prints how many there are (none when these goldens were written).
 """
 import argparse
 import base64
@@ -74,6 +79,25 @@ def corpus(name):
     ]
 
 
+def llama3_tiktoken(model_path):
+    """Meta's tokenizer: tiktoken over the ranks, with Llama 3.1's 256 special tokens."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    import make_hf_tokenizers as make
+
+    ranks = load_tiktoken_bpe(model_path)
+    specials = make.LLAMA3_SPECIALS + [
+        f"<|reserved_special_token_{2 + i}|>" for i in range(256 - len(make.LLAMA3_SPECIALS))
+    ]
+    return tiktoken.Encoding(
+        name="llama3",
+        pat_str=make.LLAMA3_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={s: len(ranks) + i for i, s in enumerate(specials)},
+    )
+
+
 def main():
     from tokenizers import Tokenizer
 
@@ -81,6 +105,7 @@ def main():
     ap.add_argument("dir", help="the --out of make_hf_tokenizers.py")
     ap.add_argument("--out-dir", default=os.path.join(REPO, "tests", "data"))
     ap.add_argument("--spm", help="Mistral's tokenizer.model, to compare with sentencepiece")
+    ap.add_argument("--tiktoken", help="Llama 3's tokenizer.model, to compare with tiktoken")
     a = ap.parse_args()
     for name in ["smollm2", "qwen2.5", "llama3", "mistral"]:
         path = os.path.join(a.dir, name, "tokenizer.json")
@@ -93,6 +118,7 @@ def main():
             import sentencepiece
 
             sp = sentencepiece.SentencePieceProcessor(model_file=a.spm)
+        tt = llama3_tiktoken(a.tiktoken) if name == "llama3" and a.tiktoken else None
         out = os.path.join(a.out_dir, f"tokenizer_goldens_hf_{name}.jsonl")
         differ = 0
         lines = corpus(name)
@@ -111,8 +137,19 @@ def main():
                     if sp_ids != ids:
                         line["sentencepiece_ids"] = sp_ids
                         differ += 1
+                if tt is not None:
+                    bos = tt.n_vocab - 256
+                    special = "all" if parse_special else set()
+                    tt_ids = [bos] + tt.encode(text, allowed_special=special, disallowed_special=())
+                    if tt_ids != ids:
+                        line["tiktoken_ids"] = tt_ids
+                        differ += 1
                 f.write(json.dumps(line) + "\n")
-        note = f", sentencepiece differs on {differ}" if sp is not None else ""
+        note = ""
+        if sp is not None:
+            note = f", sentencepiece differs on {differ}"
+        if tt is not None:
+            note = f", tiktoken differs on {differ}"
         print(f"{name}: {len(lines)} lines -> {out}{note}")
 
 
