@@ -10,6 +10,7 @@
 
 #include "model/hf/hf_tokenizer_pre.h"
 #include "model/hf/hf_tokenizer_spm.h"
+#include "model/tokenizer/pretokenizer.h"
 
 namespace adakv::hf {
 
@@ -447,6 +448,13 @@ std::vector<std::pair<std::string, gguf::Value>> tokenizer_metadata(const std::s
   }
   if (!byte_fallback) {
     const std::string pre_name = byte_level_pre_name(pre, src.tokenizer_path);
+    // adakv (as llama.cpp) takes whole-token pieces before merging for the Llama 3 pre-tokenizer
+    // only; with another, such a tokenizer.json would be tokenized otherwise than HF does.
+    if (model.value("ignore_merges", false) && !tokenizer::pretokenizer_ignores_merges(pre_name)) {
+      throw std::runtime_error(src.tokenizer_path +
+                               ": model.ignore_merges is true with the pre-tokenizer '" + pre_name +
+                               "'; adakv ignores merges only with Llama 3's (llama-bpe)");
+    }
     out.emplace_back("tokenizer.ggml.model", string_value("gpt2"));
     out.emplace_back("tokenizer.ggml.pre", string_value(pre_name));
     out.emplace_back("tokenizer.ggml.tokens", string_array(list.tokens));

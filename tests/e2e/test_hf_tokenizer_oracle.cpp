@@ -8,6 +8,7 @@
 // (or set ADAKV_HF_TOKENIZERS); each test is skipped, saying why, without its directory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,38 @@ TEST(HfTokenizerOracleLlama3, Metadata) {
   EXPECT_EQ(f.get_int("tokenizer.ggml.eos_token_id"), 128009);
   EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_bos_token", false));
   EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type")[128009], 3);
+}
+
+// The byte-fallback tokenizer.json made from Mistral's tokenizer.model against the vocabulary
+// GGUF made from the same file (`cluster/setup-node.sh model mistral-spm-vocab`): the same
+// tokens and types, and scores that order the tokens some merge makes as sentencepiece's scores
+// do (higher first, ties by id).
+TEST(HfTokenizerOracleMistral, MetadataMatchesTheSentencePieceGguf) {
+  const std::string dir = tokenizers_dir() + "/mistral";
+  const std::string gguf_path = adakv_home() + "/models/mistral-v0.1-spm-vocab.gguf";
+  SKIP_WITHOUT(dir);
+  SKIP_WITHOUT(gguf_path);
+  const GgufFile ours = metadata_file(dir);
+  const GgufFile theirs = GgufFile::open(gguf_path);
+  const auto tokens = ours.get_string_array("tokenizer.ggml.tokens");
+  EXPECT_EQ(tokens, theirs.get_string_array("tokenizer.ggml.tokens"));
+  EXPECT_EQ(ours.get_int_array("tokenizer.ggml.token_type"),
+            theirs.get_int_array("tokenizer.ggml.token_type"));
+  const auto score = ours.get_float_array("tokenizer.ggml.scores");
+  const auto sp_score = theirs.get_float_array("tokenizer.ggml.scores");
+  ASSERT_EQ(score.size(), sp_score.size());
+  std::vector<size_t> made;
+  for (size_t i = 0; i < score.size(); ++i) {
+    if (score[i] > -1e8) made.push_back(i);
+  }
+  auto by = [](const std::vector<double>& s) {
+    return [&s](size_t a, size_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; };
+  };
+  std::vector<size_t> ours_order = made, sp_order = made;
+  std::sort(ours_order.begin(), ours_order.end(), by(score));
+  std::sort(sp_order.begin(), sp_order.end(), by(sp_score));
+  EXPECT_GT(made.size(), 28000u);
+  EXPECT_EQ(ours_order, sp_order);
 }
 
 // Mistral's byte-fallback BPE: sentencepiece is the reference (the goldens carry its ids where

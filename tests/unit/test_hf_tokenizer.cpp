@@ -172,8 +172,15 @@ TEST_F(HfTokenizerDir, Llama3IgnoresMergesForWholeTokens) {
   t["model"]["ignore_merges"] = true;
   t["added_tokens"] = json::array();
   write("tokenizer.json", t);
+  std::string e = error();
+  EXPECT_NE(e.find("tokenizer.json: model.ignore_merges is true with the pre-tokenizer 'gpt-2'"),
+            std::string::npos)
+      << e;
+  t["model"]["ignore_merges"] = false;
+  write("tokenizer.json", t);
   EXPECT_EQ(Tokenizer(adakv::tokenizer::vocab_from_gguf(gguf())).encode("abc"),
             (std::vector<int32_t>{0, 3}));
+  t["model"]["ignore_merges"] = true;
   t["pre_tokenizer"] = {
       {"type", "Sequence"},
       {"pretokenizers",
