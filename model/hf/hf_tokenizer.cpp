@@ -1,12 +1,13 @@
 #include "model/hf/hf_tokenizer.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "model/hf/hf_tokenizer_pre.h"
 #include "model/hf/hf_tokenizer_spm.h"
