@@ -79,14 +79,25 @@ ChatTemplate ChatTemplate::mistral_tekken() {
 std::optional<ChatTemplate> ChatTemplate::recognise(const std::string& source) {
   if (source.empty()) return smollm2();
   if (has(source, {"<|im_start|>", "<|im_end|>"})) {
-    // Each ChatML family by its default system line (the line the template renders, so a
-    // template with another line is another template).
-    if (has(source, {kSmolLmSystem})) return smollm2();
-    if (has(source, {kQwenSystem})) return qwen25();
+    // Each ChatML family by its whole default system turn (the text the template renders, so a
+    // template with another line is another template: SmolLM3's starts like SmolLM2's).
+    if (source.find(std::string(kSmolLmSystem) + "<|im_end|>") != std::string::npos) {
+      return smollm2();
+    }
+    if (source.find(std::string(kQwenSystem) + "<|im_end|>") != std::string::npos) {
+      return qwen25();
+    }
     return std::nullopt;
   }
   if (has(source, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"})) {
-    return has(source, {"Cutting Knowledge Date"}) ? llama31() : llama3();
+    // Llama 3.2 Vision's template renders text messages untrimmed.
+    if (has(source, {"<|image|>"})) return std::nullopt;
+    if (has(source, {"Cutting Knowledge Date", "Today Date"})) return llama31();
+    // Llama 3's own template has no system turn of its own and no tools; fine-tunes that add
+    // function calling (Firefunction, Functionary) render more than llama3() does.
+    const bool extended = has(source, {"Cutting Knowledge Date"}) || has(source, {"function"}) ||
+                          has(source, {"tool"});
+    return extended ? std::nullopt : std::optional<ChatTemplate>(llama3());
   }
   if (has(source, {"[INST]", "[/INST]"})) return recognise_inst(source);
   return std::nullopt;

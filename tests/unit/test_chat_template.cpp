@@ -124,9 +124,12 @@ TEST(ChatTemplateRecognition, EachFamilyByItsMarkers) {
   EXPECT_EQ(name("{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + "
                  "'<|end_header_id|>\n\n' + m['content'] | trim + '<|eot_id|>' }}{% endfor %}"),
             "llama3");
-  EXPECT_EQ(name("{{- bos_token }}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
-                 "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{ '<|eot_id|>' }}"),
-            "llama3.1");
+  EXPECT_EQ(
+      name(
+          "{{- bos_token }}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+          "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{- \"Today Date: \" + date_string }}"
+          "{{ '<|eot_id|>' }}"),
+      "llama3.1");
   EXPECT_EQ(
       name("{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
            "raise_exception('Conversation roles must alternate user/assistant/user/"
@@ -149,6 +152,17 @@ TEST(ChatTemplateRecognition, EachFamilyByItsMarkers) {
   // Mistral's older template without a system message (and without the leading space).
   EXPECT_EQ(name("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), "none");
   EXPECT_EQ(name("<start_of_turn>user"), "none");
+  // Look-alikes that render more: SmolLM3 (SmolLM2's system line, then more), a Llama 3 fine-tune
+  // with functions, Functionary's Llama 3.1 (no Today Date line), Llama 3.2 Vision.
+  EXPECT_EQ(name("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                 "Hugging Face. Your role <|im_end|>"),
+            "none");
+  EXPECT_EQ(name("<|start_header_id|><|end_header_id|><|eot_id|> call one of the functions"),
+            "none");
+  EXPECT_EQ(name("<|start_header_id|><|end_header_id|><|eot_id|>Cutting Knowledge Date"), "none");
+  EXPECT_EQ(name("<|start_header_id|><|end_header_id|><|eot_id|>Cutting Knowledge Date Today "
+                 "Date <|image|>"),
+            "none");
 }
 
 TEST(ChatTemplateNames, NamedKnowsEveryNameAndListsThemOnError) {
