@@ -16,6 +16,7 @@ namespace adakv::tokenizer {
 
 namespace {
 
+constexpr int32_t kUnknown = 2;
 constexpr int32_t kControl = 3;
 constexpr int32_t kUserDefined = 4;
 constexpr int32_t kByte = 6;
@@ -80,6 +81,9 @@ struct Tokenizer::Impl {
     bytes.reserve(vocab.tokens.size());
     for (size_t i = 0; i < vocab.tokens.size(); ++i) {
       const int32_t type = type_of(static_cast<int32_t>(i));
+      // The unknown token written in the text ("<unk>") is that token when special tokens are
+      // parsed, as in HF tokenizers (an added special token) and llama.cpp.
+      if (type == kUnknown) specials.add(vocab.tokens[i], static_cast<int32_t>(i));
       // Control and user-defined tokens are stored as plain text, not in the byte alphabet.
       if (type == kControl || type == kUserDefined) {
         bytes.push_back(vocab.tokens[i]);

@@ -326,6 +326,8 @@ TEST_F(HfTokenizerDir, SentencePieceStyleBpe) {
   // "▁ab" merges ▁+a first (rank 0), then ▁a+b.
   EXPECT_EQ(tok.encode("ab b"), (std::vector<int32_t>{1, 264, 259, 261}));
   EXPECT_EQ(tok.encode("\xC3\xA9"), (std::vector<int32_t>{1, 259, 3 + 0xC3, 3 + 0xA9}));
+  // The unknown token written in the text is that token when special tokens are parsed.
+  EXPECT_EQ(tok.encode("<unk>", true), (std::vector<int32_t>{1, 0}));
 }
 
 TEST_F(HfTokenizerDir, MetaspaceDecidesTheSpacePrefix) {
