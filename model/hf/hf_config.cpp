@@ -148,8 +148,9 @@ void add_rope(const Fields& cfg, const std::string& label, const std::string& p,
     }
   }
   const Fields rope(obj, label, section ? std::string(section) + "." : "");
-  const double theta = cfg.has("rope_theta") ? cfg.number("rope_theta")
-                                             : rope.number("rope_theta", kDefaultRopeTheta);
+  // transformers: the section's rope_theta wins over a top-level one.
+  const double theta = rope.has("rope_theta") ? rope.number("rope_theta")
+                                              : cfg.number("rope_theta", kDefaultRopeTheta);
   out.emplace_back(p + "rope.freq_base", f32_value(theta));
   for (const Fields* f : {&cfg, &rope}) {
     if (f->has("partial_rotary_factor") && f->number("partial_rotary_factor") != 1.0) {

@@ -256,6 +256,8 @@ TEST(HfConfig, RopeScaling) {
       {"beta_fast", 16.0},   {"beta_slow", 2.0},  {"attention_factor", 1.25}};
   m = metadata_of(cfg);
   EXPECT_EQ(m.at("llama.rope.freq_base").f, 1e6);
+  // The section's theta wins over a top-level one, as in transformers.
+  EXPECT_EQ(metadata_of(with(cfg, "rope_theta", 5.0)).at("llama.rope.freq_base").f, 1e6);
   EXPECT_EQ(m.at("llama.rope.scaling.type").s, "yarn");
   EXPECT_EQ(m.at("llama.rope.scaling.factor").f, 4.0);
   EXPECT_EQ(m.at("llama.rope.scaling.original_context_length").u, 64u);
@@ -263,7 +265,9 @@ TEST(HfConfig, RopeScaling) {
   EXPECT_EQ(m.at("llama.rope.scaling.yarn_beta_slow").f, 2.0);
   EXPECT_EQ(m.at("llama.rope.scaling.attn_factor").f, 1.25);
   cfg["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  cfg["rope_theta"] = 20000.0;
   m = metadata_of(cfg);
+  EXPECT_EQ(m.at("llama.rope.freq_base").f, 20000.0);
   EXPECT_EQ(m.at("llama.rope.scaling.original_context_length").u, 256u);
   EXPECT_EQ(m.count("llama.rope.scaling.yarn_beta_fast"), 0u);
   EXPECT_EQ(m.count("llama.rope.scaling.attn_factor"), 0u);
