@@ -50,6 +50,11 @@ import subprocess
 import sys
 
 SDIST_VERSION = "0.3.36"
+# BOS and EOS of the families an --extra file may be (Llama 2 and Mistral: "<s>", "</s>").
+EXTRA_SPECIALS = {"smollm2": ("<|im_start|>", "<|im_end|>"),
+                  "qwen2.5": ("<|endoftext|>", "<|im_end|>"),
+                  "llama3": ("<|begin_of_text|>", "<|eot_id|>"),
+                  "llama3.1": ("<|begin_of_text|>", "<|eot_id|>")}
 FIXED_DATE = "26 Jul 2024"
 
 CONVERSATIONS = [
@@ -171,7 +176,7 @@ def main():
                         open(path, encoding="utf-8").read(), bos, eos, kwargs))
     for extra in args.extra:
         family, path = extra.split("=", 1)
-        bos, eos = {"llama2": ("<s>", "</s>")}.get(family, ("<s>", "</s>"))
+        bos, eos = EXTRA_SPECIALS.get(family, ("<s>", "</s>"))
         sources.append((family, os.path.basename(path), open(path, encoding="utf-8").read(),
                         bos, eos, {}))
 
