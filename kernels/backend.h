@@ -144,8 +144,10 @@ class Backend {
   virtual void embed_shard_rows(float* out, const void* table, WeightFormat f, WeightLayout layout,
                                 const int32_t* ids, size_t T, size_t row_begin, size_t n_rows,
                                 size_t vocab, size_t dim) = 0;
+  // RoPE on adjacent pairs of the first freqs.rot_dim() dims of each head (kernels/ops.h).
   virtual void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads,
-                             size_t head_dim, size_t rot_dim, size_t token_stride, float theta) = 0;
+                             size_t head_dim, size_t token_stride,
+                             const RopeFrequencies& freqs) = 0;
   virtual void swiglu(float* out, const float* gate_up, size_t T, size_t F) = 0;
   virtual void add(float* out, const float* a, const float* b, size_t n) = 0;
   virtual void add_bias(float* y, const float* bias, size_t rows, size_t n, size_t ldy) = 0;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/kv_layout.h"
+#include "kernels/rope_frequencies.h"
 
 namespace adakv::kernels {
 
@@ -31,11 +32,11 @@ Status rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t d
 Status matmul(float* y, const float* x, const float* w, size_t M, size_t N, size_t K,
               bool accumulate = false, Stream stream = {});
 
-// RoPE on adjacent pairs, in place (the layout of llama GGUF files):
-// (x[2i], x[2i+1]) rotated by pos * theta^(-2i/rot_dim), for 2i < rot_dim.
+// RoPE on adjacent pairs, in place (the layout of llama GGUF files): (x[2i], x[2i+1]) rotated
+// by pos * freqs.inv_freq[i] with cos and sin times freqs.cos_sin_scale, for 2i < rot_dim.
 // x: [T][n_heads][head_dim] with row stride `token_stride` floats; positions: [T].
 Status rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
-                     size_t rot_dim, size_t token_stride, float theta, Stream stream = {});
+                     size_t token_stride, const RopeFrequencies& freqs, Stream stream = {});
 
 // SwiGLU: out[t][i] = silu(gate_up[t][i]) * gate_up[t][F + i]   gate_up: [T][2F], out: [T][F].
 Status swiglu(float* out, const float* gate_up, size_t T, size_t F, Stream stream = {});

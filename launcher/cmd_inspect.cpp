@@ -23,6 +23,22 @@ namespace adakv::cli {
 
 namespace {
 
+// "none", or the type with its parameters.
+std::string rope_scaling_line(const kernels::RopeScaling& s) {
+  using Type = kernels::RopeScaling::Type;
+  std::string line = kernels::to_string(s.type);
+  if (s.type != Type::kNone) line += fmt::format(" x{}", s.factor);
+  if (s.original_context) line += fmt::format(" of {} pre-trained positions", s.original_context);
+  if (s.type == Type::kLlama3) {
+    line += fmt::format(", frequency factors {} .. {}", s.low_freq_factor, s.high_freq_factor);
+  }
+  if (s.type == Type::kYarn) line += fmt::format(", beta {} .. {}", s.beta_slow, s.beta_fast);
+  if (!s.freq_divisors.empty()) {
+    line += fmt::format(" + rope_freqs.weight divisors ({} pairs)", s.freq_divisors.size());
+  }
+  return line;
+}
+
 using gguf::Value;
 using gguf::ValueType;
 
@@ -135,8 +151,10 @@ std::string describe_config(const gguf::GgufFile& f) {
                      c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim);
   out += fmt::format("  ffn               {}\n", c.ffn_dim);
   out += fmt::format("  vocab             {}\n", c.vocab_size);
-  out += fmt::format("  context           {} tokens\n", c.context_length);
+  out += fmt::format("  context           {} tokens{}\n", c.context_length,
+                     c.sliding_window ? " (the sliding window: adakv attends to every token)" : "");
   out += fmt::format("  rope theta        {}\n", c.rope_theta);
+  out += fmt::format("  rope scaling      {}\n", rope_scaling_line(c.rope_scaling));
   out += fmt::format("  rope pairs        {} in the file\n", model::to_string(c.rope_pairs));
   out += fmt::format("  rms eps           {}\n", c.rms_eps);
   out += fmt::format("  qkv bias          {}\n", c.qkv_bias ? "yes" : "no");

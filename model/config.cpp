@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "kernels/quant.h"
@@ -12,32 +13,104 @@ namespace adakv::model {
 
 namespace {
 
-// RoPE scaling (llama3's for Llama 3.1, YaRN for Qwen2.5 past 32k, linear) changes the rotation
-// of every position; adakv implements none yet, so a file that asks for one is refused by the
-// key that asks, never run with plain RoPE.
-void refuse_rope_scaling(const gguf::GgufFile& f, const std::string& p) {
-  const std::string type_key = p + "rope.scaling.type";
-  if (f.find(type_key)) {
-    const std::string type = f.get_string(type_key);
-    if (type != "none") {
-      throw std::runtime_error(fmt::format(
-          "{}: {} is '{}', a RoPE scaling adakv does not implement", f.path(), type_key, type));
-    }
+using kernels::RopeScaling;
+
+// <arch>.rope.scaling.* (llama.cpp's keys; "llama3" with low/high_freq_factor is how a Hugging
+// Face checkpoint's rope_scaling is read, model/hf/hf_config.h) and a rope_freqs.weight tensor.
+// A type or key adakv does not implement is refused by name, never run as plain RoPE.
+RopeScaling read_rope_scaling(const gguf::GgufFile& f, const std::string& p, size_t rope_dim) {
+  RopeScaling s;
+  const std::string type = f.get_string(p + "rope.scaling.type", "none");
+  if (type == "linear") {
+    s.type = RopeScaling::Type::kLinear;
+  } else if (type == "llama3") {
+    s.type = RopeScaling::Type::kLlama3;
+  } else if (type == "yarn") {
+    s.type = RopeScaling::Type::kYarn;
+  } else if (type != "none") {
+    throw std::runtime_error(fmt::format(
+        "{}: {}rope.scaling.type is '{}', a RoPE scaling adakv does not implement (it runs "
+        "none, linear, llama3 and yarn)",
+        f.path(), p, type));
   }
   const std::string factor_key = p + "rope.scaling.factor";
-  if (f.find(factor_key)) {
-    const double factor = f.get_float(factor_key);
-    if (factor != 0.0 && factor != 1.0) {
-      throw std::runtime_error(fmt::format("{}: {} is {}, a RoPE scaling adakv does not implement",
-                                           f.path(), factor_key, factor));
+  // Older files say linear scaling with rope.scale_linear alone.
+  const std::string legacy_key = p + "rope.scale_linear";
+  if (s.type == RopeScaling::Type::kNone && f.find(legacy_key) && f.get_float(legacy_key) != 1.0) {
+    s.type = RopeScaling::Type::kLinear;
+    s.factor = f.get_float(legacy_key);
+  } else if (s.type != RopeScaling::Type::kNone) {
+    s.factor = f.get_float(factor_key);
+  } else if (f.find(factor_key) && f.get_float(factor_key) != 0.0 &&
+             f.get_float(factor_key) != 1.0) {
+    throw std::runtime_error(fmt::format("{}: {} is {} without a rope.scaling.type", f.path(),
+                                         factor_key, f.get_float(factor_key)));
+  }
+  if (s.type != RopeScaling::Type::kNone && !(s.factor >= 1.0)) {
+    throw std::runtime_error(fmt::format("{}: {} is {}; a RoPE scaling factor must be at least 1",
+                                         f.path(), factor_key, s.factor));
+  }
+  if (s.type == RopeScaling::Type::kLlama3 || s.type == RopeScaling::Type::kYarn) {
+    const std::string key = p + "rope.scaling.original_context_length";
+    const int64_t original = f.get_int(key);
+    if (original <= 0) {
+      throw std::runtime_error(fmt::format("{}: {} = {} is not a length", f.path(), key, original));
+    }
+    s.original_context = static_cast<size_t>(original);
+  }
+  if (s.type == RopeScaling::Type::kLlama3) {
+    s.low_freq_factor = f.get_float(p + "rope.scaling.low_freq_factor");
+    s.high_freq_factor = f.get_float(p + "rope.scaling.high_freq_factor");
+    if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor)) {
+      throw std::runtime_error(fmt::format(
+          "{}: {}rope.scaling.low_freq_factor {} and high_freq_factor {} must be 0 < low < high",
+          f.path(), p, s.low_freq_factor, s.high_freq_factor));
     }
   }
-  if (f.find_tensor("rope_freqs.weight")) {
-    throw std::runtime_error(fmt::format(
-        "{}: tensor rope_freqs.weight (llama3-type RoPE scaling) is a RoPE scaling adakv does not "
-        "implement",
-        f.path()));
+  if (s.type == RopeScaling::Type::kYarn) {
+    s.beta_fast = f.get_float(p + "rope.scaling.yarn_beta_fast", s.beta_fast);
+    s.beta_slow = f.get_float(p + "rope.scaling.yarn_beta_slow", s.beta_slow);
+    s.attention_factor = f.get_float(p + "rope.scaling.attn_factor", 0.0);
+    if (f.find(p + "rope.scaling.yarn_log_multiplier")) {
+      throw std::runtime_error(
+          fmt::format("{}: {}rope.scaling.yarn_log_multiplier (YaRN's mscale) is not implemented",
+                      f.path(), p));
+    }
+    if (!(s.beta_fast > 0) || !(s.beta_slow > 0) || s.attention_factor < 0) {
+      throw std::runtime_error(fmt::format(
+          "{}: {}rope.scaling.yarn_beta_fast {}, yarn_beta_slow {} and attn_factor {} must be "
+          "positive",
+          f.path(), p, s.beta_fast, s.beta_slow, s.attention_factor));
+    }
   }
+  if (const auto* freqs = f.find_tensor("rope_freqs.weight")) {
+    if (freqs->type != gguf::GgmlType::F32 || freqs->ne.size() != 1 ||
+        freqs->ne[0] != rope_dim / 2) {
+      throw std::runtime_error(
+          fmt::format("{}: rope_freqs.weight must be F32 [{}] (one divisor per rotated pair)",
+                      f.path(), rope_dim / 2));
+    }
+    const auto* data = reinterpret_cast<const float*>(f.tensor_data(*freqs));
+    s.freq_divisors.assign(data, data + rope_dim / 2);
+    for (float d : s.freq_divisors) {
+      if (!(d > 0) || !std::isfinite(d)) {
+        throw std::runtime_error(
+            fmt::format("{}: rope_freqs.weight holds {}, not a positive divisor", f.path(), d));
+      }
+    }
+  }
+  return s;
+}
+
+// adakv.rope.pairs overrides the architecture's pair order: a Hugging Face checkpoint keeps its
+// q and k rows in halves order whatever the architecture.
+RopePairs read_rope_pairs(const gguf::GgufFile& f, RopePairs fallback) {
+  const std::string pairs = f.get_string("adakv.rope.pairs", "");
+  if (pairs.empty()) return fallback;
+  if (pairs == "adjacent") return RopePairs::kAdjacent;
+  if (pairs == "halves") return RopePairs::kHalves;
+  throw std::runtime_error(fmt::format(
+      "{}: adakv.rope.pairs is '{}', neither 'adjacent' nor 'halves'", f.path(), pairs));
 }
 
 }  // namespace
@@ -46,7 +119,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture");
   const Architecture& arch = find_architecture(c.architecture, f.path());
-  c.rope_pairs = arch.rope;
+  c.rope_pairs = read_rope_pairs(f, arch.rope);
   c.qkv_bias = arch.qkv_bias;
   c.name = f.get_string("general.name", "");
   const std::string p = c.architecture + ".";
@@ -67,7 +140,6 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.context_length = positive("context_length");
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(f.get_float(p + "rope.freq_base", 10000.0));
-  refuse_rope_scaling(f, p);
 
   if (c.d_model % c.n_heads != 0) {
     throw std::runtime_error(
@@ -83,6 +155,19 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     throw std::runtime_error(fmt::format("{}: rope.dimension_count {} does not fit head size {}",
                                          f.path(), c.rope_dim, c.head_dim));
+  }
+
+  c.rope_scaling = read_rope_scaling(f, p, c.rope_dim);
+  if (const auto* window = f.find(p + "attention.sliding_window")) {
+    const int64_t w = window->as_int();
+    if (w < 0) {
+      throw std::runtime_error(
+          fmt::format("{}: {}attention.sliding_window = {} is not a length", f.path(), p, w));
+    }
+    if (w > 0 && static_cast<size_t>(w) < c.context_length) {
+      c.sliding_window = static_cast<size_t>(w);
+      c.context_length = c.sliding_window;
+    }
   }
 
   const auto& embd = f.tensor("token_embd.weight");

@@ -23,6 +23,7 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
       weights_(std::move(weights)),
       tp_(tp && tp->size() > 1 ? tp : nullptr),
       backend_(&backend),
+      rope_(kernels::rope_frequencies(config_.rope_theta, config_.rope_dim, config_.rope_scaling)),
       workspace_(backend) {
   if (shard_.tp_size > 1 &&
       (!tp_ || size_t(tp_->size()) != shard_.tp_size || size_t(tp_->rank()) != shard_.tp_rank)) {
@@ -337,8 +338,7 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch) con
     }
     if (w.qkv_bias.size() > 0) be.add_bias(qkv, w.qkv_bias.data(), m, qkv_width, qkv_width);
     // k's heads follow q's in each row: one pass rotates both.
-    be.rope_adjacent(q, positions, m, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, qkv_width,
-                     c.rope_theta);
+    be.rope_adjacent(q, positions, m, c.n_heads + c.n_kv_heads, c.head_dim, qkv_width, rope_);
     batch.append_and_attend(l, q, qkv_width, kk, v, qkv_width, attn, QW);
     for (const RowSlice& sl : layer_slices) add_row_parallel(w.wo, sl, attn + sl.begin * QW);
 

@@ -90,6 +90,7 @@ class LlamaModel {
   Weights weights_;
   comm::DeviceGroup* tp_ = nullptr;
   kernels::Backend* backend_;
+  kernels::RopeFrequencies rope_;  // config_'s rotation, computed once
   // The activations of a forward, kept across calls (a forward runs on one thread at a time).
   mutable kernels::Workspace workspace_;
 };

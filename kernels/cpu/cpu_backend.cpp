@@ -87,8 +87,8 @@ class CpuBackend final : public Backend {
     }
   }
   void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
-                     size_t rot_dim, size_t token_stride, float theta) override {
-    check(kernels::rope_adjacent(x, positions, T, n_heads, head_dim, rot_dim, token_stride, theta),
+                     size_t token_stride, const RopeFrequencies& freqs) override {
+    check(kernels::rope_adjacent(x, positions, T, n_heads, head_dim, token_stride, freqs),
           "rope_adjacent");
   }
   void swiglu(float* out, const float* gate_up, size_t T, size_t F) override {

@@ -151,10 +151,10 @@ class GuardedBackend final : public Backend {
                           n_rows, vocab, dim);
   }
   void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
-                     size_t rot_dim, size_t token_stride, float theta) override {
+                     size_t token_stride, const RopeFrequencies& freqs) override {
     const Args a(region_, "rope_adjacent", T == 0 || n_heads == 0);
-    cpu_.rope_adjacent(a(x, "x"), a(positions, "positions"), T, n_heads, head_dim, rot_dim,
-                       token_stride, theta);
+    cpu_.rope_adjacent(a(x, "x"), a(positions, "positions"), T, n_heads, head_dim, token_stride,
+                       freqs);
   }
   void swiglu(float* out, const float* gate_up, size_t T, size_t F) override {
     const Args a(region_, "swiglu", T == 0 || F == 0);

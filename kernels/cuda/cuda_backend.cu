@@ -150,15 +150,15 @@ class CudaBackend final : public Backend {
     cuda::launch_rmsnorm(out, x, w, rows, dim, eps, stream_);
   }
   void rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads, size_t head_dim,
-                     size_t rot_dim, size_t token_stride, float theta) override {
-    if (rot_dim % 2 != 0 || rot_dim > head_dim) check(Status::kInvalidArgument, "rope_adjacent");
+                     size_t token_stride, const RopeFrequencies& freqs) override {
+    const size_t rot_dim = freqs.rot_dim();
+    if (rot_dim > head_dim) check(Status::kInvalidArgument, "rope_adjacent");
     if (rot_dim / 2 > cuda::kMaxRopeFreqs) {
       throw std::runtime_error("cuda backend: rope_adjacent with rot_dim above " +
                                std::to_string(2 * cuda::kMaxRopeFreqs) + " is not implemented yet");
     }
     activate();
-    cuda::launch_rope_adjacent(x, positions, T, n_heads, head_dim, rot_dim, token_stride, theta,
-                               stream_);
+    cuda::launch_rope_adjacent(x, positions, T, n_heads, head_dim, token_stride, freqs, stream_);
   }
   void swiglu(float* out, const float* gate_up, size_t T, size_t F) override {
     activate();

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/rope_frequencies.h"
+
 namespace adakv::kernels::cuda {
 
 inline constexpr unsigned kThreads = 256;
@@ -27,7 +29,7 @@ inline constexpr size_t kMaxRopeFreqs = 512;
 void launch_rmsnorm(float* out, const float* x, const float* w, size_t rows, size_t dim, float eps,
                     cudaStream_t stream);
 void launch_rope_adjacent(float* x, const int32_t* positions, size_t T, size_t n_heads,
-                          size_t head_dim, size_t rot_dim, size_t token_stride, float theta,
+                          size_t head_dim, size_t token_stride, const RopeFrequencies& freqs,
                           cudaStream_t stream);
 void launch_swiglu(float* out, const float* gate_up, size_t T, size_t F, cudaStream_t stream);
 void launch_add(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);

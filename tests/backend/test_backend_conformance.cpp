@@ -346,7 +346,8 @@ TEST_P(BackendConformance, RopeAdjacent) {
       const std::vector<int32_t> pos = {0, 1, 5, 16, 17, 300, 8191};
       DeviceArray<float> dx = to_device(x);
       DeviceArray<int32_t> dp = to_device(pos);
-      backend().rope_adjacent(dx.data(), dp.data(), T, n_heads, Dh, rot_dim, stride, 10000.0f);
+      backend().rope_adjacent(dx.data(), dp.data(), T, n_heads, Dh, stride,
+                              k::rope_frequencies(10000.0f, rot_dim));
       std::vector<double> want(x.begin(), x.end());
       for (size_t t = 0; t < T; ++t) {
         for (size_t h = 0; h < n_heads; ++h) {

@@ -84,8 +84,9 @@ TEST(GuardedBackend, OpsRefuseHostPointers) {
                            host_ids.data(), 2, 0, 4, 4, 8);
       },
       "embed_shard_rows", "ids");
-  expect_refused([&] { b.rope_adjacent(x.data(), host_ids.data(), 2, 1, 8, 8, 8, 1e4f); },
-                 "rope_adjacent", "positions");
+  expect_refused(
+      [&] { b.rope_adjacent(x.data(), host_ids.data(), 2, 1, 8, 8, k::rope_frequencies(1e4f, 8)); },
+      "rope_adjacent", "positions");
   expect_refused([&] { b.swiglu(host.data(), x.data(), 1, 8); }, "swiglu", "out");
   expect_refused([&] { b.add(y.data(), host.data(), x.data(), 8); }, "add", "a");
   expect_refused([&] { b.add_bias(y.data(), host.data(), 2, 4, 4); }, "add_bias", "bias");

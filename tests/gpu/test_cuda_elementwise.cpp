@@ -69,12 +69,12 @@ TEST_F(CudaRope, MatchesCpu) {
         std::vector<int32_t> positions(T);
         for (auto& p : positions) p = static_cast<int32_t>(rng() % 100000);
         std::vector<float> want = x;
-        cpu().rope_adjacent(want.data(), positions.data(), T, s.n_heads, s.head_dim, s.rot_dim,
-                            stride, theta);
+        const k::RopeFrequencies freqs =
+            s.rot_dim == 0 ? k::RopeFrequencies{} : k::rope_frequencies(theta, s.rot_dim);
+        cpu().rope_adjacent(want.data(), positions.data(), T, s.n_heads, s.head_dim, stride, freqs);
         DeviceArray<float> dx = to_cuda(x);
         DeviceArray<int32_t> dpos = to_cuda(positions);
-        cuda().rope_adjacent(dx.data(), dpos.data(), T, s.n_heads, s.head_dim, s.rot_dim, stride,
-                             theta);
+        cuda().rope_adjacent(dx.data(), dpos.data(), T, s.n_heads, s.head_dim, stride, freqs);
         EXPECT_TRUE(matches_cpu(dx.download(), want))
             << T << " tokens, " << s.n_heads << " heads of " << s.head_dim << ", rot_dim "
             << s.rot_dim << ", theta " << theta;
@@ -86,12 +86,12 @@ TEST_F(CudaRope, MatchesCpu) {
 TEST_F(CudaRope, RejectsWhatTheCpuRejects) {
   DeviceArray<float> x = to_cuda(std::vector<float>(64, 1.0f));
   DeviceArray<int32_t> pos = to_cuda(std::vector<int32_t>{3});
-  EXPECT_TRUE(
-      rejects([&] { cuda().rope_adjacent(x.data(), pos.data(), 1, 1, 64, 31, 64, 10000.0f); },
-              "rope_adjacent"));
-  EXPECT_TRUE(
-      rejects([&] { cuda().rope_adjacent(x.data(), pos.data(), 1, 1, 32, 64, 64, 10000.0f); },
-              "rope_adjacent"));
+  // 32 pairs do not fit a head of 32.
+  EXPECT_TRUE(rejects(
+      [&] {
+        cuda().rope_adjacent(x.data(), pos.data(), 1, 1, 32, 64, k::rope_frequencies(10000.0f, 64));
+      },
+      "rope_adjacent"));
 }
 
 TEST_F(CudaSwiglu, MatchesCpu) {

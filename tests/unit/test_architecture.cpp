@@ -96,21 +96,76 @@ TEST(Architecture, AnUnknownOneIsNamedWithTheKnownOnes) {
   }
 }
 
-TEST(Architecture, RopeScalingIsRefusedByTheKeyThatAsksForIt) {
+TEST(Architecture, RopeScalingIsReadFromItsKeys) {
+  using Type = kernels::RopeScaling::Type;
+  const auto config_with = [](const std::function<void(gguf::GgufWriter&)>& more) {
+    return ModelConfig::from_gguf(config_file("qwen2", "qwen2", kernels::WeightFormat::kF32, more));
+  };
+  EXPECT_EQ(config_with({}).rope_scaling.type, Type::kNone);
+  const auto yarn = config_with([](gguf::GgufWriter& w) {
+    w.add_string("qwen2.rope.scaling.type", "yarn");
+    w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+    w.add_u32("qwen2.rope.scaling.original_context_length", 32768);
+    w.add_f32("qwen2.rope.scaling.yarn_beta_fast", 16.0f);
+  });
+  EXPECT_EQ(yarn.rope_scaling.type, Type::kYarn);
+  EXPECT_EQ(yarn.rope_scaling.factor, 4.0);
+  EXPECT_EQ(yarn.rope_scaling.original_context, 32768u);
+  EXPECT_EQ(yarn.rope_scaling.beta_fast, 16.0);
+  EXPECT_EQ(yarn.rope_scaling.beta_slow, 1.0) << "the default";
+  const auto llama3 = config_with([](gguf::GgufWriter& w) {
+    w.add_string("qwen2.rope.scaling.type", "llama3");
+    w.add_f32("qwen2.rope.scaling.factor", 8.0f);
+    w.add_u32("qwen2.rope.scaling.original_context_length", 8192);
+    w.add_f32("qwen2.rope.scaling.low_freq_factor", 1.0f);
+    w.add_f32("qwen2.rope.scaling.high_freq_factor", 4.0f);
+  });
+  EXPECT_EQ(llama3.rope_scaling.type, Type::kLlama3);
+  EXPECT_EQ(llama3.rope_scaling.high_freq_factor, 4.0);
+  // llama.cpp's form of Llama 3's scaling: a divisor per rotated pair.
+  const auto divisors = config_with([](gguf::GgufWriter& w) {
+    std::vector<float> d(kD / 4 / 2, 1.0f);
+    d.back() = 8.0f;
+    w.add_tensor_f32("rope_freqs.weight", {kD / 4 / 2}, d);
+  });
+  ASSERT_EQ(divisors.rope_scaling.freq_divisors.size(), kD / 4 / 2);
+  EXPECT_EQ(divisors.rope_scaling.freq_divisors.back(), 8.0f);
+  // The older key for linear scaling.
+  const auto legacy =
+      config_with([](gguf::GgufWriter& w) { w.add_f32("qwen2.rope.scale_linear", 2.0f); });
+  EXPECT_EQ(legacy.rope_scaling.type, Type::kLinear);
+  EXPECT_EQ(legacy.rope_scaling.factor, 2.0);
+}
+
+TEST(Architecture, RopeScalingAdakvDoesNotRunIsRefusedByTheKeyThatAsksForIt) {
   const auto error_with = [](const std::function<void(gguf::GgufWriter&)>& more) {
     return config_error(config_file("qwen2", "qwen2", kernels::WeightFormat::kF32, more));
   };
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
-              w.add_string("qwen2.rope.scaling.type", "yarn");
-            }).find("qwen2.rope.scaling.type is 'yarn'"),
+              w.add_string("qwen2.rope.scaling.type", "longrope");
+            }).find("qwen2.rope.scaling.type is 'longrope'"),
             std::string::npos);
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
               w.add_f32("qwen2.rope.scaling.factor", 4.0f);
-            }).find("qwen2.rope.scaling.factor"),
+            }).find("qwen2.rope.scaling.factor is 4 without a rope.scaling.type"),
             std::string::npos);
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
-              w.add_tensor_f32("rope_freqs.weight", {8}, std::vector<float>(8, 1.0f));
-            }).find("rope_freqs.weight"),
+              w.add_string("qwen2.rope.scaling.type", "yarn");
+              w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+            }).find("qwen2.rope.scaling.original_context_length"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.add_string("qwen2.rope.scaling.type", "linear");
+              w.add_f32("qwen2.rope.scaling.factor", 0.5f);
+            }).find("at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.add_tensor_f32("rope_freqs.weight", {3}, std::vector<float>(3, 1.0f));
+            }).find("rope_freqs.weight must be F32 [8]"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.add_string("adakv.rope.pairs", "diagonal");
+            }).find("adakv.rope.pairs is 'diagonal'"),
             std::string::npos);
   // Keys that say "no scaling" are fine.
   EXPECT_EQ(error_with([](gguf::GgufWriter& w) {
@@ -118,6 +173,30 @@ TEST(Architecture, RopeScalingIsRefusedByTheKeyThatAsksForIt) {
               w.add_f32("qwen2.rope.scaling.factor", 1.0f);
             }),
             "no error");
+}
+
+TEST(Architecture, ASlidingWindowCapsTheContext) {
+  const auto window = ModelConfig::from_gguf(
+      config_file("llama", "llama", kernels::WeightFormat::kF32,
+                  [](gguf::GgufWriter& w) { w.add_u32("llama.attention.sliding_window", 4096); }));
+  EXPECT_EQ(window.sliding_window, 4096u);
+  EXPECT_EQ(window.context_length, 4096u);
+  // A window no smaller than the context changes nothing.
+  const auto wide = ModelConfig::from_gguf(
+      config_file("llama", "llama", kernels::WeightFormat::kF32,
+                  [](gguf::GgufWriter& w) { w.add_u32("llama.attention.sliding_window", 65536); }));
+  EXPECT_EQ(wide.sliding_window, 0u);
+  EXPECT_EQ(wide.context_length, 32768u);
+}
+
+TEST(Architecture, AdakvRopePairsOverridesTheArchitecture) {
+  EXPECT_EQ(ModelConfig::from_gguf(config_file("llama", "llama")).rope_pairs, RopePairs::kAdjacent);
+  EXPECT_EQ(ModelConfig::from_gguf(config_file("llama", "llama", kernels::WeightFormat::kF32,
+                                               [](gguf::GgufWriter& w) {
+                                                 w.add_string("adakv.rope.pairs", "halves");
+                                               }))
+                .rope_pairs,
+            RopePairs::kHalves);
 }
 
 TEST(Architecture, FfnShardAlignIsDownsBlock) {
@@ -159,9 +238,9 @@ TEST(RopeOrder, HalvesOnTheFileRowsAreAdjacentPairsOnTheReorderedRows) {
       rope_halves(want.data(), pos, heads, head_dim, rot, 1e6f);
       std::vector<float> got(x.size());
       for (size_t j = 0; j < x.size(); ++j) got[j] = x[order[j]];
-      kernels::check(
-          kernels::rope_adjacent(got.data(), &pos, 1, heads, head_dim, rot, heads * head_dim, 1e6f),
-          "rope_adjacent");
+      kernels::check(kernels::rope_adjacent(got.data(), &pos, 1, heads, head_dim, heads * head_dim,
+                                            kernels::rope_frequencies(1e6f, rot)),
+                     "rope_adjacent");
       for (size_t j = 0; j < x.size(); ++j) {
         ASSERT_NEAR(got[j], want[order[j]], 1e-5f * (1 + std::fabs(want[order[j]])))
             << "row " << j << ", position " << pos;

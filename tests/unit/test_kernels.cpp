@@ -70,7 +70,8 @@ TEST(Kernels, RopeRotatesAdjacentPairs) {
   auto x = random_vector(T * stride, 6);
   auto got = x;
   const int32_t pos[T] = {0, 5, 8191};
-  k::check(k::rope_adjacent(got.data(), pos, T, H, Dh, Dh, stride, 10000.0f), "rope");
+  k::check(k::rope_adjacent(got.data(), pos, T, H, Dh, stride, k::rope_frequencies(10000.0f, Dh)),
+           "rope");
   for (size_t t = 0; t < T; ++t) {
     for (size_t h = 0; h < H; ++h) {
       for (size_t i = 0; i < Dh / 2; ++i) {
