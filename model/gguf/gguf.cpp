@@ -569,8 +569,8 @@ GgufFile GgufFile::assemble(std::string label, std::vector<std::pair<std::string
     uint64_t n = 1;
     for (uint64_t d : t.ne) {
       if (__builtin_mul_overflow(n, d, &n)) {
-        throw GgufError(fmt::format("gguf: {}: tensor {} element count overflows", f.path_,
-                                    quoted(t.name)));
+        throw GgufError(
+            fmt::format("gguf: {}: tensor {} element count overflows", f.path_, quoted(t.name)));
       }
     }
     t.n_elements = n;
