@@ -134,6 +134,11 @@ EvalResult from_json(const json& j) {
       if (o.contains("answer_nll") && o["answer_nll"].is_number()) {
         run.answer_nll = o["answer_nll"].get<double>();
       }
+      // Absent from results written before they were recorded.
+      run.kv_bytes = o.value("kv_bytes", size_t(0));
+      run.kv_full_bytes = o.value("kv_full_bytes", size_t(0));
+      run.budgets_fingerprint = o.value("budgets_fingerprint", std::string());
+      run.budgets_agree_across_ranks = o.value("budgets_agree_across_ranks", true);
       rec.runs.push_back(run);
     }
     r.records.push_back(std::move(rec));

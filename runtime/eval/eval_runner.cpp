@@ -21,6 +21,26 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// 64-bit FNV-1a over the shape and every entry, as 16 hex digits; "" without budgets.
+std::string budgets_fingerprint(const std::vector<std::vector<size_t>>& budgets) {
+  if (budgets.empty()) return "";
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(budgets.size());
+  for (const auto& layer : budgets) {
+    mix(layer.size());
+    for (size_t v : layer) mix(v);
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string budget_label(const compression::CompressionConfig& c) {
   if (c.budget_tokens > 0) return std::to_string(c.budget_tokens) + " tok";
   char buf[32];
@@ -195,6 +215,10 @@ EvalResult run_eval(runtime::Worker& engine, const EvalSpec& spec, const Progres
           run.correct = is_correct(o.text, s.answer);
           run.kv_kept = double(o.kv_after_prefill_bytes) /
                         double(std::max<size_t>(o.kv_full_after_prefill_bytes, 1));
+          run.kv_bytes = o.kv_after_prefill_bytes;
+          run.kv_full_bytes = o.kv_full_after_prefill_bytes;
+          run.budgets_fingerprint = budgets_fingerprint(o.compression.budgets);
+          run.budgets_agree_across_ranks = o.budgets_agree_across_ranks;
           run.decode_s = o.decode_s;
           run.answer_nll = 0;
           for (double x : o.reference_nll) run.answer_nll += x;
@@ -350,6 +374,10 @@ nlohmann::json to_json(const EvalResult& r) {
       outs.push_back({{"output", o.output},
                       {"correct", o.correct},
                       {"kv_kept", o.kv_kept},
+                      {"kv_bytes", o.kv_bytes},
+                      {"kv_full_bytes", o.kv_full_bytes},
+                      {"budgets_fingerprint", o.budgets_fingerprint},
+                      {"budgets_agree_across_ranks", o.budgets_agree_across_ranks},
                       {"decode_s", o.decode_s},
                       {"answer_nll", num(o.answer_nll)}});
     }

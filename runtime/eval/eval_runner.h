@@ -63,6 +63,13 @@ struct TrialRecord {
     std::string output;
     bool correct = false;
     double kv_kept = 1;  // KV held after prefill / uncompressed
+    // The same in bytes, in the pool's dtype with block rounding (0: results written before
+    // they were recorded).
+    size_t kv_bytes = 0, kv_full_bytes = 0;
+    // FNV-1a of the budget vector [layer][model kv head] every rank computed ("" for the full
+    // cache): equal fingerprints under TP 1 and TP N mean equal budgets.
+    std::string budgets_fingerprint;
+    bool budgets_agree_across_ranks = true;
     double decode_s = 0;
     // -log p (nats) of a right answer, teacher-forced: the whole sentence (Sample::reference)
     // after the prompt in this run's cache. A graded measure next to right / wrong. NaN when

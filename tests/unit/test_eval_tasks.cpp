@@ -290,7 +290,16 @@ TEST(Results, ReadBackFromJson) {
   EvalResult r = hand_made_result();
   r.spec.runs[2].config.pool_kernel = 31;
   r.spec.runs[2].config.gqa = adakv::compression::GqaAggregation::kMax;
+  r.records[1].runs[2].kv_bytes = 4096;
+  r.records[1].runs[2].kv_full_bytes = 20480;
+  r.records[1].runs[2].budgets_fingerprint = "00ff00ff00ff00ff";
+  r.records[1].runs[2].budgets_agree_across_ranks = false;
   const EvalResult back = adakv::eval::from_json(to_json(r));
+  EXPECT_EQ(back.records[1].runs[2].kv_bytes, 4096u);
+  EXPECT_EQ(back.records[1].runs[2].kv_full_bytes, 20480u);
+  EXPECT_EQ(back.records[1].runs[2].budgets_fingerprint, "00ff00ff00ff00ff");
+  EXPECT_FALSE(back.records[1].runs[2].budgets_agree_across_ranks);
+  EXPECT_TRUE(back.records[0].runs[2].budgets_agree_across_ranks);
   ASSERT_EQ(back.spec.runs.size(), 3u);
   EXPECT_EQ(back.spec.runs[2].label(), "adakv @ 20%");
   EXPECT_EQ(back.spec.runs[2].config.pool_kernel, 31u);
