@@ -11,7 +11,7 @@ BlockPool::BlockPool(const kernels::KvBlockLayout& layout, size_t n_blocks,
       block_bytes_(layout.block_bytes()),
       backend_(&backend),
       arena_(backend.allocate(n_blocks * layout.block_bytes())),
-      in_use_(n_blocks, false),
+      refs_(n_blocks, 0),
       tables_(backend) {
   if (layout.block_tokens == 0 || layout.head_dim == 0) {
     throw std::invalid_argument("KV block layout needs block_tokens >= 1 and head_dim >= 1");
@@ -27,20 +27,29 @@ int32_t BlockPool::allocate() {
   if (free_.empty()) return -1;
   const int32_t id = free_.back();
   free_.pop_back();
-  in_use_[id] = true;
+  refs_[id] = 1;
   return id;
 }
 
-void BlockPool::release(int32_t id) {
-  if (id < 0 || static_cast<size_t>(id) >= in_use_.size()) {
-    throw std::logic_error("KV pool: release of block " + std::to_string(id) +
-                           ", which does not exist");
+void BlockPool::share(int32_t id) {
+  if (references(id) == 0) {
+    throw std::logic_error("KV pool: share of block " + std::to_string(id) + ", which is free");
   }
-  if (!in_use_[id]) {
+  ++refs_[id];
+}
+
+void BlockPool::release(int32_t id) {
+  if (references(id) == 0) {
     throw std::logic_error("KV pool: double free of block " + std::to_string(id));
   }
-  in_use_[id] = false;
-  free_.push_back(id);
+  if (--refs_[id] == 0) free_.push_back(id);
+}
+
+uint32_t BlockPool::references(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= refs_.size()) {
+    throw std::logic_error("KV pool: block " + std::to_string(id) + " does not exist");
+  }
+  return refs_[id];
 }
 
 }  // namespace adakv::runtime

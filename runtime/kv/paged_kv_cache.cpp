@@ -341,6 +341,53 @@ std::unique_ptr<PagedKvCache> PagedKvCache::compressed_copy(
   return copy;
 }
 
+std::unique_ptr<PagedKvCache> PagedKvCache::shared_copy() const {
+  const size_t n = report_.prompt_tokens, Hkv = model_.n_kv_heads, L = model_.n_layers;
+  if (n == 0 || position_ != n || awaiting_lookahead() || compact_pending_ ||
+      compressor_.records()) {
+    throw std::logic_error(
+        "shared_copy needs a compressed prompt with nothing appended after it (and no recording)");
+  }
+  auto copy = std::make_unique<PagedKvCache>(pool_, model_, config(), compressor_.group());
+  copy->position_ = position_;
+  copy->prompt_n_ = prompt_n_;
+  copy->report_ = report_;
+  const size_t bt = pool_.layout().block_tokens;
+  std::vector<int32_t> src_slots, dst_slots;
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t g = 0; g < Hkv; ++g) {
+      const HeadTable& src = heads_[l][g];
+      HeadTable& dst = copy->heads_[l][g];
+      const size_t full = src.length / bt;
+      for (size_t b = 0; b < full; ++b) {
+        pool_.share(src.blocks[b]);
+        dst.blocks.push_back(src.blocks[b]);
+      }
+      dst.length = static_cast<uint32_t>(full * bt);
+      if (src.length % bt != 0) {
+        const int32_t id = pool_.allocate();
+        if (id < 0) {
+          copy->sync_layer(l);
+          throw std::length_error("KV pool exhausted while sharing a prompt with another sample");
+        }
+        dst.blocks.push_back(id);
+        for (size_t row = full * bt; row < src.length; ++row) {
+          src_slots.push_back(slot(src, row));
+          dst_slots.push_back(copy->slot(dst, dst.length++));
+        }
+      }
+    }
+    copy->sync_layer(l);
+  }
+  if (!src_slots.empty()) {
+    const size_t moved = dst_slots.size();
+    src_slots.insert(src_slots.end(), dst_slots.begin(), dst_slots.end());
+    const int32_t* moves = copy->stage_array(copy->moves_, src_slots);
+    backend().kv_copy_rows(pool_.arena(), pool_.layout(), moves, moves + moved, moved);
+  }
+  return copy;
+}
+
 void PagedKvCache::compact_global() {
   const auto positions = compressor_.take_global(report_.prompt_tokens, report_);
   for (size_t l = 0; l < model_.n_layers; ++l) compact_layer(l, positions[l]);

@@ -137,6 +137,12 @@ class PagedKvCache : public model::KvCache {
   // recording (the scores depend on them). Throws std::length_error when the pool cannot hold the
   // copy.
   std::unique_ptr<PagedKvCache> compressed_copy(const compression::CompressionConfig& policy) const;
+  // Another sample of the same prompt: a new cache in the same pool holding exactly what this
+  // one holds, under the same policy. The full blocks are shared by reference (the pool frees
+  // them with their last holder); each head's partial last block is copied, since both caches
+  // append to it. Requires the prompt done and compressed (no look-ahead pending) and nothing
+  // appended after it. Throws std::length_error when the pool cannot hold the copied blocks.
+  std::unique_ptr<PagedKvCache> shared_copy() const;
 
  private:
   struct HeadTable {

@@ -252,6 +252,65 @@ TEST(BlockPool, DoubleFreeAndBadIdsAreRejected) {
   EXPECT_EQ(pool.allocate(), -1);
 }
 
+TEST(BlockPool, ASharedBlockIsFreeAfterItsLastReference) {
+  BlockPool pool({16, 8, adakv::kernels::KvDtype::kF32}, 4, adakv::kernels::cpu_backend());
+  const int32_t id = pool.allocate();
+  pool.share(id);
+  pool.share(id);
+  EXPECT_EQ(pool.references(id), 3u);
+  pool.release(id);
+  pool.release(id);
+  EXPECT_EQ(pool.free_blocks(), 3u);
+  pool.release(id);
+  EXPECT_EQ(pool.free_blocks(), 4u);
+  EXPECT_THROW(pool.share(id), std::logic_error);
+  EXPECT_THROW(pool.share(9), std::logic_error);
+}
+
+// n samples of one prompt: each shared copy references the compressed prompt's full blocks
+// and owns a copy of each head's partial last block, so the pool holds the prompt once; every
+// sample then decodes as the original would, and the blocks go back with their last holder.
+TEST(PagedKvCache, SamplesShareTheCompressedPromptsFullBlocks) {
+  const auto c = tiny_config();
+  const adakv::kernels::KvBlockLayout layout{16, c.head_dim, adakv::kernels::KvDtype::kF32};
+  BlockPool pool(layout, 1000, adakv::kernels::cpu_backend());
+  CompressionConfig ada;
+  ada.budget_ratio = 0.2;
+  const size_t n = 1000;
+  auto first = std::make_unique<PagedKvCache>(pool, c, ada);
+  prefill(*first, c, random_activations(c, n, 5));
+  size_t partial = 0;
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    for (size_t g = 0; g < c.n_kv_heads; ++g) partial += first->head_length(l, g) % 16 != 0;
+  }
+  ASSERT_GT(partial, 0u);  // the case that needs the copies
+  const size_t prompt_blocks = pool.used_blocks();
+  std::vector<std::unique_ptr<PagedKvCache>> samples;
+  for (int i = 0; i < 3; ++i) samples.push_back(first->shared_copy());
+  EXPECT_EQ(pool.used_blocks(), prompt_blocks + 3 * partial);
+  for (const auto& s : samples) {
+    EXPECT_EQ(s->held_blocks(), first->held_blocks());
+    EXPECT_EQ(s->next_position(), first->next_position());
+    EXPECT_EQ(s->model_kept_tokens(c.n_kv_heads), first->model_kept_tokens(c.n_kv_heads));
+  }
+  // The same next token through each: the same attention output, bit for bit; different
+  // tokens in the samples do not disturb each other's rows.
+  const auto token = random_activations(c, 1, 6);
+  const auto want = decode(*first, c, token);
+  EXPECT_EQ(decode(*samples[0], c, token), want);
+  decode(*samples[1], c, random_activations(c, 1, 7));
+  EXPECT_EQ(decode(*samples[2], c, token), want);
+  const auto again = random_activations(c, 1, 8);
+  EXPECT_EQ(decode(*samples[2], c, again), decode(*first, c, again));
+  EXPECT_THROW(first->shared_copy(), std::logic_error);  // tokens appended after the prompt
+  // The first sample gone, its shared blocks stay with the others.
+  first.reset();
+  EXPECT_GE(pool.used_blocks(), prompt_blocks - partial + 3 * partial);
+  for (const auto& s : samples) EXPECT_LE(s->held_blocks(), pool.used_blocks());
+  samples.clear();
+  EXPECT_EQ(pool.free_blocks(), pool.capacity());
+}
+
 }  // namespace
 
 // On the guarded backend the pool's blocks are device memory in all but name: the cache fills
