@@ -26,10 +26,10 @@ Scheduler::Scheduler(const ServingConfig& config, const model::ModelConfig& mode
   }
 }
 
-void Scheduler::add(std::shared_ptr<ScheduledSeq> seq) {
+void Scheduler::check_fits_alone(const ScheduledSeq& s) const {
   // Alone in the pool, uncompressed, to its last token: then the oldest sequence can always
   // go on, and preemption never cycles.
-  const size_t tokens = seq->prompt.size() + std::max(seq->max_new, seq->lookahead);
+  const size_t tokens = s.prompt.size() + std::max(s.max_new, s.lookahead);
   size_t worst = 0;
   for (const auto& heads : rank_heads_) {
     worst = std::max(worst, n_layers_ * heads.size() * ceil_div(tokens, config_.block_tokens));
@@ -37,16 +37,28 @@ void Scheduler::add(std::shared_ptr<ScheduledSeq> seq) {
   if (worst > config_.kv_pool_blocks) {
     throw std::invalid_argument(
         "the request needs up to " + std::to_string(worst) + " KV blocks (" +
-        std::to_string(seq->prompt.size()) + " prompt tokens plus " + std::to_string(seq->max_new) +
+        std::to_string(s.prompt.size()) + " prompt tokens plus " + std::to_string(s.max_new) +
         " to generate, uncompressed); the KV pool holds " + std::to_string(config_.kv_pool_blocks) +
         ": raise --kv-pool-mb or lower max_tokens");
   }
+}
+
+void Scheduler::add(std::shared_ptr<ScheduledSeq> seq) {
+  check_fits_alone(*seq);
   seq->phase = SeqPhase::kWaiting;
   waiting_.push_back(std::move(seq));
 }
 
+void Scheduler::add_sample(std::shared_ptr<ScheduledSeq> seq) {
+  if (seq->sample_of == 0) throw std::logic_error("add_sample: the sample names no source");
+  check_fits_alone(*seq);
+  seq->phase = SeqPhase::kWaiting;
+  samples_.push_back(std::move(seq));
+}
+
 bool Scheduler::has_work() const {
-  return !waiting_.empty() || !resident_.empty() || !to_report_.empty() || !to_release_.empty();
+  return !waiting_.empty() || !samples_.empty() || !resident_.empty() || !to_report_.empty() ||
+         !to_release_.empty();
 }
 
 size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
@@ -55,9 +67,43 @@ size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
   if (s.kept.empty()) return n_layers_ * reserved_per_layer(rank, s);
   size_t n = 0;
   for (size_t l = 0; l < n_layers_; ++l) {
-    for (size_t h : heads) n += ceil_div(s.kept[l * n_kv_heads_ + h] + s.appended, bt);
+    for (size_t h : heads) {
+      const size_t kept = s.kept[l * n_kv_heads_ + h];
+      n += ceil_div(kept + s.appended, bt) - (s.shared ? kept / bt : 0);
+    }
   }
   return n;
+}
+
+size_t Scheduler::shared_blocks(size_t rank, const SharedPrompt& p) const {
+  size_t n = 0;
+  for (size_t l = 0; l < n_layers_; ++l) {
+    for (size_t h : rank_heads_[rank]) n += p.kept[l * n_kv_heads_ + h] / config_.block_tokens;
+  }
+  return n;
+}
+
+size_t Scheduler::shared_blocks(size_t rank) const {
+  std::vector<const SharedPrompt*> seen;
+  size_t n = 0;
+  for (const auto& s : resident_) {
+    const SharedPrompt* p = s->shared.get();
+    if (!p || std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+    seen.push_back(p);
+    n += shared_blocks(rank, *p);
+  }
+  return n;
+}
+
+size_t Scheduler::freed_by(size_t rank, const ScheduledSeq& s) const {
+  const bool last = s.shared && s.shared->holders == 1;
+  return blocks(rank, s) + (last ? shared_blocks(rank, *s.shared) : 0);
+}
+
+void Scheduler::drop_share(ScheduledSeq& s) {
+  if (!s.shared) return;
+  --s.shared->holders;
+  s.shared.reset();
 }
 
 size_t Scheduler::reserved_per_layer(size_t rank, const ScheduledSeq& s) const {
@@ -98,7 +144,7 @@ size_t Scheduler::growth(size_t rank, const ScheduledSeq& s) const {
 }
 
 size_t Scheduler::used_blocks(size_t rank) const {
-  size_t n = 0;
+  size_t n = shared_blocks(rank);
   for (const auto& s : resident_) n += blocks(rank, *s);
   return n;
 }
@@ -114,7 +160,7 @@ size_t Scheduler::uncompressed_blocks(size_t rank) const {
 }
 
 size_t Scheduler::compressed_blocks(size_t rank) const {
-  size_t n = 0;
+  size_t n = shared_blocks(rank);  // a shared prompt is compressed
   for (const auto& s : resident_) {
     if (!s->kept.empty()) n += blocks(rank, *s);
   }
@@ -161,6 +207,7 @@ void Scheduler::preempt(ScheduledSeq& s, StepPlan& plan) {
   s.prefilled = s.layers_done = s.lookahead_done = s.appended = 0;
   s.lookahead_next = -1;
   s.kept.clear();
+  drop_share(s);
   ++s.preemptions;
   ++stats_.preemptions;
   plan.release.push_back(s.id);
@@ -178,6 +225,21 @@ void Scheduler::set_kept(ScheduledSeq& s, const std::vector<std::vector<size_t>>
 
 bool Scheduler::finish(uint64_t id, bool report) {
   auto is = [id](const auto& p) { return p->id == id; };
+  const auto pending = std::find_if(samples_.begin(), samples_.end(), is);
+  if (pending != samples_.end()) {
+    (*pending)->phase = SeqPhase::kFinished;
+    samples_.erase(pending);
+    return false;
+  }
+  // Its samples still waiting to fork from it prefill their prompt alone.
+  for (auto it = samples_.begin(); it != samples_.end();) {
+    if ((*it)->sample_of != id) {
+      ++it;
+      continue;
+    }
+    waiting_.push_back(std::move(*it));
+    it = samples_.erase(it);
+  }
   const auto w = std::find_if(waiting_.begin(), waiting_.end(), is);
   if (w != waiting_.end()) {
     (*w)->phase = SeqPhase::kFinished;
@@ -187,10 +249,63 @@ bool Scheduler::finish(uint64_t id, bool report) {
   const auto r = std::find_if(resident_.begin(), resident_.end(), is);
   if (r == resident_.end()) return false;
   (*r)->phase = SeqPhase::kFinished;
+  drop_share(**r);
   resident_.erase(r);
   if (report) to_report_.push_back(id);
   to_release_.push_back(id);
   return report;
+}
+
+void Scheduler::fork_samples(StepPlan& plan, std::vector<size_t>& used) {
+  const size_t P = rank_heads_.size(), bt = config_.block_tokens;
+  for (auto it = samples_.begin(); it != samples_.end();) {
+    ScheduledSeq& c = **it;
+    const auto src = std::find_if(resident_.begin(), resident_.end(),
+                                  [&](const auto& p) { return p->id == c.sample_of; });
+    if (src != resident_.end() && (*src)->appended > 0) {
+      // The source decodes past its prompt (the fork did not fit in time): prefill alone.
+      waiting_.push_back(std::move(*it));
+      it = samples_.erase(it);
+      continue;
+    }
+    const bool ready = src != resident_.end() && (*src)->phase == SeqPhase::kRunning &&
+                       !(*src)->kept.empty() && !c.output.empty();
+    if (!ready || resident_.size() >= config_.max_num_seqs) {
+      ++it;
+      continue;
+    }
+    ScheduledSeq& source = **src;
+    // The fork's own blocks: a copy of each partial last block.
+    std::vector<size_t> need(P, 0);
+    bool fits = true;
+    for (size_t r = 0; r < P; ++r) {
+      for (size_t l = 0; l < n_layers_; ++l) {
+        for (size_t h : rank_heads_[r]) need[r] += source.kept[l * n_kv_heads_ + h] % bt != 0;
+      }
+      fits = fits && used[r] + need[r] <= config_.kv_pool_blocks;
+    }
+    if (!fits) {
+      ++it;
+      continue;
+    }
+    for (size_t r = 0; r < P; ++r) used[r] += need[r];
+    if (!source.shared)
+      source.shared = std::make_shared<SharedPrompt>(SharedPrompt{source.kept, 1});
+    c.shared = source.shared;
+    ++c.shared->holders;
+    c.kept = source.kept;
+    c.prefilled = c.prompt.size();
+    c.appended = 0;
+    c.phase = SeqPhase::kRunning;
+    c.admitted_at = ++admissions_;
+    SequenceFork fork;
+    fork.id = c.id;
+    fork.source = source.id;
+    fork.share = true;
+    plan.fork.push_back(fork);
+    resident_.push_back(std::move(*it));
+    it = samples_.erase(it);
+  }
 }
 
 StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
@@ -224,6 +339,9 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     return true;
   };
 
+  // Samples whose source was compressed in the last step fork from it before this forward.
+  fork_samples(plan, used);
+
   // 1. One token for every sequence that decodes, oldest first; preempt the newest on shortage.
   std::vector<size_t> extra(P, 0), g(P);
   bool preempted = false;
@@ -238,7 +356,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     while (!fits(g)) {
       ScheduledSeq& victim = *resident_.back();
       gone = &victim == &s;
-      for (size_t r = 0; r < P; ++r) used[r] -= blocks(r, victim);
+      for (size_t r = 0; r < P; ++r) used[r] -= freed_by(r, victim);
       preempt(victim, plan);
       preempted = true;
       if (gone) break;

@@ -21,6 +21,13 @@
 // again (the same chunks, so the same scores and budgets), compresses it, and replays the tokens it
 // had generated one step each, so its output continues as if nothing happened.
 //
+// The samples of one request (n > 1) share its prompt: one sequence prefills and compresses it;
+// each other sample waits aside (not in the queue) with the first token the engine drew for it
+// from the same prefill's logits, and once the prompt is compressed it forks from that
+// sequence (SequenceFork::share): the compressed prompt's full blocks are referenced by every
+// sample and counted once, each sample's partial last blocks and generated tokens are its own.
+// A sample preempted, or whose source ended before the fork, prefills its prompt alone.
+//
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
 // (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
 // chunks of tokens or waits for look-ahead, else what its policy keeps; then its kept tokens
@@ -40,6 +47,12 @@
 #include "runtime/step_plan.h"
 
 namespace adakv::runtime {
+
+// The full blocks of a compressed prompt that several samples reference (ScheduledSeq::shared).
+struct SharedPrompt {
+  std::vector<uint32_t> kept;  // [layer * model kv heads]: the prompt's kept tokens
+  size_t holders = 0;          // resident sequences referencing them
+};
 
 enum class SeqPhase {
   kWaiting,     // queued (new or preempted)
@@ -70,6 +83,10 @@ struct ScheduledSeq {
   std::vector<uint32_t> kept;   // [layer * model kv heads]: tokens kept by compression
   size_t admitted_at = 0;       // admission order (preemption picks the latest)
   size_t preemptions = 0;
+  // Another sample of sequence `sample_of`'s request (0: none); see add_sample().
+  uint64_t sample_of = 0;
+  // The compressed prompt blocks it references with the other samples (null: its own only).
+  std::shared_ptr<SharedPrompt> shared;
 };
 
 // What one planned entry does for its sequence (the engine processes the logits by it).
@@ -89,6 +106,10 @@ class Scheduler {
   // Queues a sequence (phase waiting). Throws std::invalid_argument when its prompt could never
   // fit the pool, even alone.
   void add(std::shared_ptr<ScheduledSeq> seq);
+  // Queues another sample of seq->sample_of's request (same prompt and compression): it waits
+  // aside until that sequence is compressed with nothing appended and seq->output holds the
+  // first token drawn for it, then forks from it. Throws like add().
+  void add_sample(std::shared_ptr<ScheduledSeq> seq);
   // The next step's plan; kinds[i] says what plan.entries[i] is. Sequences marked finished or
   // aborted since the last call are released (and reported first when report_finished).
   StepPlan schedule(std::vector<EntryKind>& kinds);
@@ -99,7 +120,7 @@ class Scheduler {
   // first when `report`. Returns false when it had no cache (it was waiting): no report comes.
   bool finish(uint64_t id, bool report);
 
-  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_waiting() const { return waiting_.size() + samples_.size(); }
   size_t num_running() const { return resident_.size(); }
   bool has_work() const;
   const SchedulerStats& stats() const { return stats_; }
@@ -119,7 +140,20 @@ class Scheduler {
   const ServingConfig& config() const { return config_; }
 
  private:
+  // Blocks s holds (or reserves) on `rank` on its own: a sample's shared prompt blocks are
+  // counted once, by shared_blocks().
   size_t blocks(size_t rank, const ScheduledSeq& s) const;
+  // Full blocks of the resident samples' shared prompts on `rank`, each prompt once.
+  size_t shared_blocks(size_t rank) const;
+  size_t shared_blocks(size_t rank, const SharedPrompt& p) const;
+  // What `rank` gets back when s leaves the pool: its own blocks, and its shared prompt's when
+  // it is the last holder.
+  size_t freed_by(size_t rank, const ScheduledSeq& s) const;
+  // s no longer references its shared prompt (it left the pool).
+  static void drop_share(ScheduledSeq& s);
+  // Forks the waiting samples whose source is ready, as far as the pool and max_num_seqs allow.
+  void fork_samples(StepPlan& plan, std::vector<size_t>& used);
+  void check_fits_alone(const ScheduledSeq& s) const;
   // Blocks per layer `rank` reserves for s from admission until it is compressed: the peak its
   // prefill really reaches there.
   size_t reserved_per_layer(size_t rank, const ScheduledSeq& s) const;
@@ -139,6 +173,7 @@ class Scheduler {
   size_t n_layers_, n_kv_heads_;
   std::vector<std::vector<size_t>> rank_heads_;  // [rank] -> model KV heads it holds
   std::deque<std::shared_ptr<ScheduledSeq>> waiting_;
+  std::vector<std::shared_ptr<ScheduledSeq>> samples_;   // waiting to fork (add_sample)
   std::vector<std::shared_ptr<ScheduledSeq>> resident_;  // admission order
   std::vector<uint64_t> to_report_, to_release_;
   size_t admissions_ = 0;

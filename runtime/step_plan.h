@@ -40,10 +40,14 @@ struct SequenceStart {
 // A new sequence holding what `compression` keeps of a recording sequence's prompt, as if the
 // prompt had been prefilled under it (PagedKvCache::compressed_copy): one prefill, several
 // policies. The source's prompt and look-ahead must be done.
+// With `share`, the new sequence is another sample of the source's request instead: it holds
+// what the source holds, referencing its full blocks (PagedKvCache::shared_copy), and
+// `compression` is ignored. The source must be compressed with nothing appended yet.
 struct SequenceFork {
   uint64_t id = 0;
   uint64_t source = 0;
   compression::CompressionConfig compression;
+  bool share = false;
 };
 
 // One sequence's rows of the step's forward.

@@ -243,7 +243,8 @@ StepResult Worker::run_step(const StepPlan& plan) {
   }
   for (const auto& fork : plan.fork) {
     StepSequence s;
-    s.cache = seq(fork.source).cache->compressed_copy(fork.compression);
+    const PagedKvCache& source = *seq(fork.source).cache;
+    s.cache = fork.share ? source.shared_copy() : source.compressed_copy(fork.compression);
     s.prompt_tokens = s.cache->report().prompt_tokens;
     step_seqs_[fork.id] = std::move(s);
     note_compressed(fork.id, step_seqs_[fork.id]);

@@ -61,6 +61,16 @@ struct Driver {
     seqs[s->id] = s;
     sched.add(s);
   }
+  // Another sample of `source`'s request: its first token is drawn with the source's.
+  void add_sample(std::shared_ptr<ScheduledSeq> s, uint64_t source) {
+    s->sample_of = source;
+    seqs[s->id] = s;
+    sched.add_sample(s);
+  }
+  void draw(ScheduledSeq& s) {
+    s.output.push_back(int32_t(s.output.size()));
+    if (s.output.size() >= s.max_new) sched.finish(s.id, true);
+  }
   void step() {
     std::vector<EntryKind> k;
     StepPlan plan = sched.schedule(k);
@@ -72,8 +82,15 @@ struct Driver {
       }
       if (!plan.entries[i].logits) continue;
       if (k[i] == EntryKind::kLastPrefillChunk && !s.output.empty()) continue;
-      s.output.push_back(int32_t(s.output.size()));
-      if (s.output.size() >= s.max_new) sched.finish(s.id, true);
+      if (k[i] == EntryKind::kLastPrefillChunk) {
+        for (auto& [id, other] : seqs) {
+          if (other->sample_of == s.id && other->output.empty() &&
+              other->phase == SeqPhase::kWaiting) {
+            draw(*other);
+          }
+        }
+      }
+      draw(s);
     }
     plans.push_back(std::move(plan));
     kinds.push_back(std::move(k));
@@ -317,6 +334,78 @@ TEST(Scheduler, ReservesThePeakThePrefillReaches) {
   s.add(snap);
   s.schedule(kinds);
   EXPECT_EQ(s.used_blocks(1), 2u * 4);
+}
+
+TEST(Scheduler, SamplesForkFromTheCompressedPromptAndCountItOnce) {
+  Scheduler sched(config(1000, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  // Ada-KV keeps 20 tokens per head: one full block, shared, and a partial one, copied.
+  d.kept[1] = 20;
+  d.add(sequence(1, 64, 6, compression::Policy::kAdaKV));
+  for (uint64_t id = 2; id <= 4; ++id) {
+    d.add_sample(sequence(id, 64, 6, compression::Policy::kAdaKV), 1);
+  }
+  d.step();  // the prompt, once; every sample's first token from its logits
+  EXPECT_EQ(d.plans[0].entries.size(), 1u);
+  EXPECT_EQ(sched.num_running(), 1u);
+  EXPECT_EQ(sched.num_waiting(), 3u);
+  for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(d.seqs[id]->output.size(), 1u);
+  d.step();  // the forks, then one decode each
+  ASSERT_EQ(d.plans[1].fork.size(), 3u);
+  for (const auto& f : d.plans[1].fork) {
+    EXPECT_TRUE(f.share);
+    EXPECT_EQ(f.source, 1u);
+  }
+  EXPECT_EQ(d.plans[1].entries.size(), 4u);
+  EXPECT_EQ(sched.num_running(), 4u);
+  // 2 layers x 2 heads: 4 shared full blocks, and 4 partial blocks per sample (21 tokens
+  // each now), where 4 separate sequences would hold 4 x 8.
+  EXPECT_EQ(sched.used_blocks(0), 4u + 4 * 4);
+  EXPECT_EQ(sched.compressed_blocks(0), 4u + 4 * 4);
+  d.run();
+  for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(d.seqs[id]->output.size(), 6u);
+  EXPECT_EQ(sched.used_blocks(0), 0u);
+  size_t prompts = 0;
+  for (const auto& p : d.plans) {
+    for (const auto& e : p.entries) prompts += e.tokens.size() > 1;
+  }
+  EXPECT_EQ(prompts, 1u);
+}
+
+TEST(Scheduler, SamplesWhoseSourceEndedFirstPrefillAlone) {
+  Scheduler sched(config(1000, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  d.add(sequence(1, 40, 1, compression::Policy::kAdaKV));  // ends at its first token
+  d.add_sample(sequence(2, 40, 3, compression::Policy::kAdaKV), 1);
+  d.run();
+  EXPECT_EQ(d.seqs[2]->output.size(), 3u);
+  size_t prompts = 0;
+  for (const auto& p : d.plans) {
+    EXPECT_TRUE(p.fork.empty());
+    for (const auto& e : p.entries) prompts += e.tokens.size() > 1;
+  }
+  EXPECT_EQ(prompts, 2u);
+}
+
+TEST(Scheduler, APreemptedSampleLeavesTheSharedPromptToTheOthers) {
+  // 24 tokens per head: 4 shared blocks and 4 partial ones per sample (16 in all). At their
+  // 32nd token each opens 4 more: 28 do not fit 24, so the newest is preempted (its 4 own
+  // blocks back, the shared ones stay) and prefills alone once there is room.
+  Scheduler sched(config(24, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  d.add(sequence(1, 24, 12));
+  d.add_sample(sequence(2, 24, 12), 1);
+  d.add_sample(sequence(3, 24, 12), 1);
+  d.run();
+  EXPECT_EQ(d.plans[1].fork.size(), 2u);
+  EXPECT_GE(d.seqs[3]->preemptions, 1u);
+  EXPECT_EQ(d.seqs[2]->preemptions, 0u);
+  EXPECT_EQ(d.seqs[1]->preemptions, 0u);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_EQ(d.seqs[id]->output.size(), 12u);
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(d.seqs[id]->output[i], int32_t(i));
+  }
+  EXPECT_EQ(sched.used_blocks(0), 0u);
 }
 
 TEST(Scheduler, RefusesARequestThePoolCanNeverHold) {
