@@ -3,10 +3,11 @@
 // qwen2 with q/k/v biases and tied embeddings, in f32 and sharded bf16) loaded by adakv against
 // transformers (fp32, eager attention) loading the same directories: logits within kHfRel of the
 // largest at every checked position of a 24-token and a 200-token prompt (past the scaled
-// models' pre-training context), the same argmax, and transformers' 8 greedy tokens; and
-// `adakv generate` at TP 2 (mpirun) giving TP 1's tokens and logits. Goldens:
-// tests/data/hf_goldens/<model>.bin (tests/tools/gen_hf_goldens.py). Skipped without a python
-// to make the checkpoints (tests/e2e/tiny_hf_models.h).
+// models' pre-training context), the same argmax, and transformers' 64 greedy tokens after the
+// 24-token prompt (tests/e2e/hf_goldens_check.h); and `adakv generate` at TP 2 (mpirun) giving
+// TP 1's tokens and logits. Goldens: tests/data/hf_goldens/<model>.bin
+// (tests/tools/gen_hf_goldens.py). Skipped without a python to make the checkpoints
+// (tests/e2e/tiny_hf_models.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,9 +21,8 @@
 
 #include "kernels/quant.h"
 #include "model/llama.h"
-#include "runtime/contiguous_kv_cache.h"
 #include "tests/e2e/decode_dots_scope.h"
-#include "tests/e2e/logits_goldens.h"
+#include "tests/e2e/hf_goldens_check.h"
 #include "tests/e2e/run_adakv.h"
 #include "tests/e2e/tiny_hf_models.h"
 
@@ -30,11 +30,6 @@ namespace adakv::test {
 namespace {
 
 using model::LlamaModel;
-using runtime::ContiguousKvCache;
-
-// adakv and transformers both compute in float32 from the same weights (bf16 and f16 ones
-// decoded exactly), in other summation orders: relative to the largest |logit|.
-constexpr float kHfRel = 1e-5f;
 
 const char* const kModels[] = {
     "llama-f32",       "llama-bf16",    "llama-f16",   "llama-sharded-f32", "llama3-rope-f32",
@@ -48,34 +43,9 @@ class HfCheckpointOracle : public ::testing::TestWithParam<const char*> {
 
 TEST_P(HfCheckpointOracle, LogitsAndGreedyTokensMatchTransformers) {
   const std::string name = GetParam();
-  const LogitGoldens goldens =
-      load_logit_goldens(std::string(ADAKV_TEST_DATA_DIR) + "/hf_goldens/" + name + ".bin");
   const DecodeDotsScope float_dots(kernels::MatmulPath::kFloatGemm);
   const LlamaModel model = LlamaModel::load(tiny_hf_models().dir(name), kernels::cpu_backend());
-  const size_t V = model.config().vocab_size;
-  float worst = 0;
-  for (const GoldenPrompt& pr : goldens.prompts) {
-    ContiguousKvCache cache(model.config(), pr.ids.size() + pr.greedy.size(), model.backend());
-    const std::vector<float> logits =
-        model.logits_to_host(model.forward(pr.ids.data(), pr.ids.size(), cache, pr.ids.size()));
-    ASSERT_EQ(logits.size(), pr.ids.size() * V);
-    for (const GoldenPosition& g : pr.positions) {
-      const float* row = logits.data() + g.position * V;
-      const float err = goldens.row_error(row, g);
-      worst = std::max(worst, err);
-      EXPECT_LE(err, kHfRel) << name << " position " << g.position << " of " << pr.ids.size();
-      EXPECT_EQ(std::max_element(row, row + V) - row, g.argmax)
-          << name << " position " << g.position;
-    }
-    // transformers' greedy continuation, one decode step at a time.
-    std::vector<float> last(logits.end() - static_cast<ptrdiff_t>(V), logits.end());
-    for (size_t i = 0; i < pr.greedy.size(); ++i) {
-      const int32_t next =
-          static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
-      ASSERT_EQ(next, pr.greedy[i]) << name << " greedy token " << i;
-      last = model.logits_to_host(model.forward(&next, 1, cache));
-    }
-  }
+  const float worst = check_against_hf_goldens(model, name, name);
   std::printf("[hf oracle] %s: max |adakv - transformers| / max |logit| = %.3g\n", name.c_str(),
               worst);
 }

@@ -7,8 +7,10 @@ Writes tests/data/hf_goldens/<model>.bin in the version 2 format of
 tests/tools/gen_logits_goldens.py (read by tests/e2e/logits_goldens.h): per prompt its ids,
 transformers' greedy continuation and, at each checked position, the argmax, the largest
 |logit|, the top logits and the logits at fixed probe ids. Prompts: 24 ids, every position
-checked; 200 ids (past the 32, 64 and 128 pre-training positions of the scaled-RoPE models),
-every 8th position and the last 8 checked. The ids come from a fixed integer sequence.
+checked, and transformers' 64 greedy tokens after it (positions 24..87: past the 32 and 64
+pre-training positions of the scaled-RoPE models, within their 256); 200 ids (past all of them),
+every 8th position and the last 8 checked, no greedy tokens (200 + 64 would pass 256). The ids
+come from a fixed integer sequence.
 
 Needs torch, transformers, numpy, tokenizers. Usage:
   python3 tests/tools/gen_hf_goldens.py [--models DIR]   (default: makes them in a temp dir)
@@ -26,7 +28,7 @@ from transformers import AutoModelForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "hf_goldens")
-N_TOP, N_PROBE, N_GREEDY = 8, 24, 8
+N_TOP, N_PROBE, N_GREEDY = 8, 24, 64
 SHORT, LONG, STRIDE, TAIL = 24, 200, 8, 8
 VOCAB = 288
 
@@ -61,7 +63,10 @@ def write_goldens(model_dir, out_path):
     for prompt, positions in prompts():
         logits = model(torch.tensor([prompt])).logits[0].float().numpy()
         out += struct.pack("<I", len(prompt)) + struct.pack(f"<{len(prompt)}i", *prompt)
-        g = greedy(model, prompt, N_GREEDY) if len(prompt) == SHORT else []
+        g = []
+        if len(prompt) == SHORT:
+            assert SHORT + N_GREEDY <= model.config.max_position_embeddings
+            g = greedy(model, prompt, N_GREEDY)
         out += struct.pack("<I", len(g)) + struct.pack(f"<{len(g)}i", *g)
         out += struct.pack("<I", len(positions))
         for p in positions:
