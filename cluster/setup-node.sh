@@ -33,9 +33,10 @@
 #   cluster/setup-node.sh client     the official `openai` client in the venv $ADAKV_HOME/venv
 #                                    (what the serve tests drive `adakv serve` with); prints the
 #                                    interpreter to use
-#   cluster/setup-node.sh tiny-hf    numpy and tokenizers in the venv $ADAKV_HOME/venv, with which
-#                                    the Hugging Face checkpoint test makes its tiny checkpoints
-#                                    (tests/tools/make_tiny_hf_models.py); prints the interpreter
+#   cluster/setup-node.sh tiny-hf    numpy, tokenizers and gguf in the venv $ADAKV_HOME/venv, with
+#                                    which the Hugging Face checkpoint tests make their tiny
+#                                    checkpoints and GGUFs (tests/tools/make_tiny_hf_models.py,
+#                                    make_tiny_gguf_models.py); prints the interpreter
 #   cluster/setup-node.sh serve-peer llama.cpp's own llama-server, llama-bench and
 #                                    llama-batched-bench, built (CPU, Release) from the llama.cpp
 #                                    vendored in the llama-cpp-python sdist into
@@ -305,15 +306,16 @@ install_client() {
   echo "$venv/bin/python"
 }
 
-# Prints the python interpreter of $ADAKV_HOME/venv, which has numpy and tokenizers.
+# Prints the python interpreter of $ADAKV_HOME/venv, which has numpy, tokenizers and gguf (the
+# tiny checkpoints and their GGUFs).
 install_tiny_hf() {
   local venv="$ADAKV_HOME/venv"
-  if ! "$venv/bin/python" -c "import numpy, tokenizers" 2>/dev/null; then
+  if ! "$venv/bin/python" -c "import numpy, tokenizers, gguf" 2>/dev/null; then
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    log "tiny-hf: installing numpy and tokenizers in $venv"
-    "$venv/bin/python" -m pip install --quiet numpy tokenizers >&2
+    log "tiny-hf: installing numpy, tokenizers and gguf in $venv"
+    "$venv/bin/python" -m pip install --quiet numpy tokenizers gguf >&2
   fi
-  log "tiny-hf: numpy and tokenizers in $venv"
+  log "tiny-hf: numpy, tokenizers and gguf in $venv"
   echo "$venv/bin/python"
 }
 

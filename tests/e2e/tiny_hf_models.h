@@ -52,6 +52,8 @@ class TinyHfModels {
   // "" when the models are there, else why not.
   const std::string& missing() const { return missing_; }
   std::string dir(const std::string& model) const { return root_ + "/" + model; }
+  // The directory holding every checkpoint's ("" when missing).
+  const std::string& root() const { return root_; }
 
  private:
   std::string root_, missing_;
