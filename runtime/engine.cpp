@@ -46,6 +46,43 @@ uint64_t Engine::add(Request request) {
   return id;
 }
 
+std::vector<uint64_t> Engine::add_samples(std::vector<Request> samples) {
+  if (samples.empty()) throw std::invalid_argument("no sample requested");
+  const GenerateRequest& first = samples.front().generate;
+  for (const Request& r : samples) {
+    if (r.generate.prompt != first.prompt || r.generate.max_tokens != first.max_tokens) {
+      throw std::invalid_argument(
+          "the samples of one request must share the prompt and max_tokens");
+    }
+    engine_.check_request(r.generate);
+    for (const auto& s : r.stop) {
+      if (s.empty()) throw std::invalid_argument("a stop string is empty");
+    }
+  }
+  std::vector<uint64_t> ids{add(std::move(samples.front()))};
+  const ScheduledSeq& source = *active_.at(ids[0]).seq;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const uint64_t id = next_id_++;
+    auto seq = std::make_shared<ScheduledSeq>();
+    seq->id = id;
+    seq->prompt = source.prompt;
+    seq->compression = source.compression;
+    seq->max_new = source.max_new;
+    seq->lookahead = source.lookahead;
+    seq->stop_ids = source.stop_ids;
+    seq->sample_of = ids[0];
+    scheduler_.add_sample(seq);
+    Active a(seq, std::move(samples[i]), engine_.tokenizer());
+    for (const auto& s : a.request.stop) a.held_back = std::max(a.held_back, s.size() - 1);
+    a.result.prompt_tokens = source.prompt.size();
+    a.result.finish_reason = "length";
+    a.added_at = now_s();
+    active_.emplace(id, std::move(a));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
 void Engine::abort(uint64_t id) {
   const auto it = active_.find(id);
   if (it == active_.end() || it->second.done) return;
@@ -213,6 +250,15 @@ void Engine::step() {
       case EntryKind::kLastPrefillChunk:
         if (s.lookahead > 0) s.lookahead_next = argmax(lg, vocab);
         if (s.output.empty()) sample();
+        // The request's other samples waiting to fork from this prompt: their first tokens.
+        for (auto& [id, other] : active_) {
+          if (other.seq->sample_of != s.id || other.done || !other.seq->output.empty() ||
+              other.seq->phase != SeqPhase::kWaiting) {
+            continue;
+          }
+          if (other.request.on_logits) other.request.on_logits(lg, vocab);
+          draws.push_back({&other, lg, 0});
+        }
         break;
       case EntryKind::kLookahead:
         s.lookahead_next = argmax(lg, vocab);

@@ -48,6 +48,12 @@ class Engine {
   // Queues a request; returns its id. Throws std::invalid_argument naming what is wrong (empty
   // prompt, one the context or the pool can never hold, bad sampling or compression values).
   uint64_t add(Request request);
+  // Queues n samples of one prompt (requests equal but for sampling, stop strings and
+  // callbacks; n >= 1): the first prefills and compresses the prompt under its compression,
+  // the others fork from its compressed cache (Scheduler::add_sample) and draw their first
+  // token from the same logits. Returns their ids in order. Throws like add(), or
+  // std::invalid_argument when the prompts or max_tokens differ.
+  std::vector<uint64_t> add_samples(std::vector<Request> samples);
   // Ends a request (finish_reason "abort"); its blocks go back at the next step.
   void abort(uint64_t id);
   bool has_work() const { return scheduler_.has_work(); }
