@@ -1,9 +1,22 @@
 // adakv: the command-line entry point. One file per subcommand (cmd_*.cpp).
 #include <cstdio>
 #include <exception>
+#include <string>
 
+#include "adakv_version.h"
 #include "launcher/commands.h"
 #include "launcher/job.h"
+
+namespace {
+
+constexpr const char* kBackends =
+#ifdef ADAKV_HAVE_CUDA
+    "cpu, cuda";
+#else
+    "cpu (built without CUDA)";
+#endif
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Under mpirun every rank runs this same main; rank 0 alone prints (see launcher/job.h).
@@ -11,6 +24,8 @@ int main(int argc, char** argv) {
   const bool root = adakv::cli::is_job_root();
   CLI::App app{"adakv: tensor-parallel LLM inference with Ada-KV cache compression"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("adakv ") + ADAKV_VERSION + " (commit " +
+                                        ADAKV_COMMIT + "; backends: " + kBackends + ")");
 
   adakv::cli::Runner selected;
   adakv::cli::add_inspect(app, selected);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -24,6 +25,17 @@ std::filesystem::path temp_file(const std::string& name, const std::string& cont
   const auto p = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + name);
   std::ofstream(p, std::ios::binary) << content;
   return p;
+}
+
+// The version, the commit the binary was built from (git describe: hex, maybe "-dirty") and
+// its backends.
+TEST(Cli, VersionNamesTheCommitAndTheBackends) {
+  const auto r = adakv("--version");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(R"(^adakv [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?; backends: cpu)")))
+      << r.out;
 }
 
 TEST(Cli, GenerateJsonMatchesTheOracleGreedyTokens) {
