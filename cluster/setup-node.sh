@@ -37,6 +37,12 @@
 #                                    which the Hugging Face checkpoint tests make their tiny
 #                                    checkpoints and GGUFs (tests/tools/make_tiny_hf_models.py,
 #                                    make_tiny_gguf_models.py); prints the interpreter
+#   cluster/setup-node.sh lm-eval    EleutherAI's lm-evaluation-harness in the venv
+#                                    $ADAKV_HOME/venv-lmeval, without torch: lm-eval itself with
+#                                    --no-deps and only what its local-completions model, the
+#                                    evaluator and a tokenizer from a local folder import (~700
+#                                    MB, pyarrow and transformers the largest), for
+#                                    tests/tools/lm_eval_adakv.py; prints the interpreter
 #   cluster/setup-node.sh serve-peer llama.cpp's own llama-server, llama-bench and
 #                                    llama-batched-bench, built (CPU, Release) from the llama.cpp
 #                                    vendored in the llama-cpp-python sdist into
@@ -319,6 +325,25 @@ install_tiny_hf() {
   echo "$venv/bin/python"
 }
 
+# lm-eval's declared dependencies (scikit-learn, rouge-score, evaluate, ...) serve tasks that
+# adakv's runs never load, and its other model backends import torch; the list below
+# is what `lm_eval --model local-completions` with a huggingface tokenizer backend imports.
+LM_EVAL_VERSION="${ADAKV_LM_EVAL:-0.4.13}"
+LM_EVAL_DEPS=(numpy jinja2 pyyaml tqdm more_itertools dill sqlitedict requests aiohttp tenacity
+  typing_extensions datasets sacrebleu pytablewriter transformers)
+
+install_lm_eval() {
+  local venv="$ADAKV_HOME/venv-lmeval"
+  if ! "$venv/bin/python" -c "import lm_eval, transformers, datasets, aiohttp" 2>/dev/null; then
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    log "lm-eval: installing lm-eval==$LM_EVAL_VERSION (no torch) in $venv"
+    "$venv/bin/python" -m pip install --quiet --no-deps "lm-eval==$LM_EVAL_VERSION" >&2
+    "$venv/bin/python" -m pip install --quiet "${LM_EVAL_DEPS[@]}" >&2
+  fi
+  log "lm-eval: $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("lm_eval"))') in $venv"
+  echo "$venv/bin/python"
+}
+
 # llama.cpp as a CPU user runs it: the sdist of llama-cpp-python carries all of llama.cpp, tools
 # included, under vendor/llama.cpp. Prints the directory holding the binaries.
 SERVE_PEER_TARGETS=(llama-server llama-bench llama-batched-bench)
@@ -371,6 +396,7 @@ case "$what" in
   bench-peer) install_bench_peer ;;
   client) install_client ;;
   tiny-hf) install_tiny_hf ;;
+  lm-eval) install_lm_eval ;;
   serve-peer) install_serve_peer ;;
-  *) echo "usage: $0 [all|packages|model [NAME]|bench-peer|client|tiny-hf|serve-peer]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|packages|model [NAME]|bench-peer|client|tiny-hf|lm-eval|serve-peer]" >&2; exit 2 ;;
 esac
