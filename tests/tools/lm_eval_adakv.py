@@ -12,7 +12,7 @@ policy. Results (lm-eval's JSON and samples, the server's stderr, table.md, summ
   tests/tools/lm_eval_adakv.py --adakv build/adakv --out DIR --ll-items 20 --gen-items 5 --check
 
 The policy comes from the server's flags (default: a server per policy), or with --per-request
-from the request: one server (--policy full) and lm-eval's --gen_kwargs kv_policy=...,
+from the request: one server (--policy full --min-keep 0) and lm-eval's --gen_kwargs kv_policy=...,
 kv_budget=..., which the completions API reads per request. lm-eval sends gen_kwargs with
 generate-until requests only; a log-likelihood request is scored by the prompt's prefill
 (echo + logprobs), which attends over the whole prompt before any compression, so its numbers
