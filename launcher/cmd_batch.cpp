@@ -1,6 +1,7 @@
 // adakv batch FILE.jsonl: many requests through one serving loop, like vLLM's offline batch.
 // One JSON object per line (the HTTP API's fields: prompt or messages, max_tokens, temperature,
-// top_p, top_k, seed, stop, ignore_eos, kv_policy, kv_budget, kv_window); results as JSONL in
+// top_p, top_k, min_p, seed, the penalties, logit_bias, stop, stop_token_ids, min_tokens,
+// ignore_eos, kv_policy, kv_budget, kv_window); results as JSONL in
 // input order, each line the object `generate --json` prints plus its "index" (a line that
 // cannot run gets {"index", "error"} and the others still run). Progress goes to stderr.
 #include <chrono>

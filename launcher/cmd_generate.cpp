@@ -18,6 +18,7 @@
 #include "launcher/compression_flags.h"
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
+#include "launcher/sampling_flags.h"
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
@@ -44,6 +45,7 @@ struct GenerateOptions {
   std::string logits_file;
   CompressionFlags compression;
   ChatTemplateFlag chat_template;
+  SamplingFlags sampling;
 };
 
 // One prefill, every policy; answers and memory side by side.
@@ -99,7 +101,11 @@ int run_generate(const GenerateOptions& o) {
   req.prompt = engine.encode_prompt(prompt, o.chat);
   req.max_tokens = o.max_tokens;
   req.stop_at_eos = !o.ignore_eos;
-  req.sampling = {o.temperature, o.top_p, o.top_k, o.seed};
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_p = o.top_p;
+  req.sampling.top_k = o.top_k;
+  req.sampling.seed = o.seed;
+  o.sampling.apply(req.sampling);
   std::string source;
   req.compression = o.compression.config(model_names(model_path), &source);
   req.kv_dtype = o.compression.dtype();
@@ -152,6 +158,7 @@ void add_generate(CLI::App& app, Runner& selected) {
   sub->add_option("--top-k", o->top_k, "Sample among the k most likely tokens; 0 = all")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", o->seed, "Random seed for sampling");
+  o->sampling.add_to(sub);
   sub->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--threads", o->threads,

@@ -34,6 +34,7 @@ uint64_t Engine::add(Request request) {
   seq->max_new = max_new;
   seq->lookahead = engine_.lookahead_steps(req.compression, n_prompt);
   seq->stop_ids = engine_.tokenizer().stop_ids();
+  seq->prompt_logits = req.prompt_logprobs;
   scheduler_.add(seq);  // throws when the pool can never hold it
 
   Active a(seq, std::move(request), engine_.tokenizer());
@@ -136,7 +137,9 @@ void Engine::on_token(Active& a, int32_t token) {
   if (s.output.size() == 1) a.first_token_at = now_s();
   if (a.request.on_token) a.request.on_token(token);
   const auto& req = a.request.generate;
-  if (req.stop_at_eos && engine_.tokenizer().is_stop(token)) {
+  const auto& extra_stops = req.sampling.stop_token_ids;
+  if ((req.stop_at_eos && engine_.tokenizer().is_stop(token)) ||
+      std::find(extra_stops.begin(), extra_stops.end(), token) != extra_stops.end()) {
     a.text += a.stream.flush();
     a.result.text = a.text;
     return end(a, "stop");
@@ -146,7 +149,9 @@ void Engine::on_token(Active& a, int32_t token) {
   // The earliest stop string that the new text completes.
   size_t cut = std::string::npos;
   const size_t from = before > a.held_back ? before - a.held_back : 0;
-  for (const auto& stop : a.request.stop) cut = std::min(cut, a.text.find(stop, from));
+  if (s.output.size() >= req.sampling.min_tokens) {
+    for (const auto& stop : a.request.stop) cut = std::min(cut, a.text.find(stop, from));
+  }
   if (cut != std::string::npos) {
     a.text.resize(cut);
     a.result.text = a.text;
@@ -159,6 +164,24 @@ void Engine::on_token(Active& a, int32_t token) {
   }
   a.result.text = a.text;
   emit(a, false);
+}
+
+void Engine::prompt_logprobs(Active& a, const StepEntry& e, const float* rows) {
+  const ScheduledSeq& s = *a.seq;
+  const size_t vocab = engine_.model().config().vocab_size, n = s.prompt.size();
+  const size_t start = s.prefilled - e.tokens.size();  // the entry's first position
+  auto& out = a.result.prompt_logprobs;
+  // Row j predicts prompt[start + j + 1]; rows already taken (a recompute) are skipped.
+  const size_t from = std::max(out.size(), start), to = std::min(s.prefilled, n - 1);
+  if (from < to) {
+    out.resize(to);
+    const size_t top_n = size_t(std::max(a.request.generate.logprobs, 0));
+#pragma omp parallel for schedule(dynamic, 8)
+    for (size_t p = from; p < to; ++p) {
+      out[p] = token_logprob(rows + (p - start) * vocab, vocab, s.prompt[p + 1], top_n);
+    }
+  }
+  if (s.prefilled == n && a.request.on_prompt_logprobs) a.request.on_prompt_logprobs(out);
 }
 
 void Engine::step() {
@@ -240,8 +263,16 @@ void Engine::step() {
       if (s.lookahead == 0) compressed(a);
     }
     if (!e.logits) continue;
-    const float* lg = sampled.data() + (row++) * vocab;
+    // One row, or every row of an entry that asks for them (a prompt's, for its logprobs).
+    const size_t rows = e.scored_text ? e.tokens.size() : 1;
+    const float* first = sampled.data() + row * vocab;
+    row += rows;
+    const float* lg = first + (rows - 1) * vocab;
     if (a.done) continue;
+    if (e.scored_text &&
+        (kinds[i] == EntryKind::kPrefillChunk || kinds[i] == EntryKind::kLastPrefillChunk)) {
+      prompt_logprobs(a, e, first);
+    }
     auto sample = [&] {
       if (a.request.on_logits) a.request.on_logits(lg, vocab);
       draws.push_back({&a, lg, 0});
@@ -270,11 +301,22 @@ void Engine::step() {
         break;
     }
   }
+  std::vector<TokenLogprob> logprobs(draws.size());  // of the requests that want them
 #pragma omp parallel for schedule(dynamic, 1) if (draws.size() > 1)
   for (size_t i = 0; i < draws.size(); ++i) {
-    draws[i].token = draws[i].a->sampler.sample(draws[i].logits, vocab);
+    Draw& d = draws[i];
+    d.token = d.a->sampler.sample(d.logits, vocab);
+    const int top_n = d.a->request.generate.logprobs;
+    if (top_n >= 0) logprobs[i] = d.a->sampler.last_logprob(d.token, size_t(top_n));
   }
-  for (const Draw& d : draws) on_token(*d.a, d.token);
+  for (size_t i = 0; i < draws.size(); ++i) {
+    Active& a = *draws[i].a;
+    if (a.request.generate.logprobs >= 0) {
+      if (a.request.on_logprob) a.request.on_logprob(logprobs[i]);
+      a.result.logprobs.push_back(std::move(logprobs[i]));
+    }
+    on_token(a, draws[i].token);
+  }
 }
 
 GenerateResult generate(Worker& worker, const GenerateRequest& req,
@@ -298,7 +340,12 @@ GenerateResult generate(Worker& worker, const GenerateRequest& req,
   worker.reset_stats();
   Engine loop(worker, config);
   GenerateResult result;
-  loop.add({req, {}, on_text, on_logits, [&](GenerateResult&& r) { result = std::move(r); }});
+  Request request;
+  request.generate = req;
+  request.on_text = on_text;
+  request.on_logits = on_logits;
+  request.on_done = [&](GenerateResult&& r) { result = std::move(r); };
+  loop.add(std::move(request));
   loop.run_until_done();
   return result;
 }

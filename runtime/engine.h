@@ -27,6 +27,11 @@ struct Request {
   LogitsObserver on_logits;                       // each sampled row's logits
   std::function<void(GenerateResult&&)> on_done;  // the whole result, once
   std::function<void(int32_t)> on_token;          // each sampled token, as it is sampled
+  // With generate.logprobs >= 0: each sampled token's log probabilities, before its on_token.
+  std::function<void(const TokenLogprob&)> on_logprob;
+  // With generate.prompt_logprobs: the prompt's (GenerateResult::prompt_logprobs), once, when
+  // its prefill is done (before the first token).
+  std::function<void(const std::vector<TokenLogprob>&)> on_prompt_logprobs;
 };
 
 struct LoopStats {
@@ -72,7 +77,8 @@ class Engine {
     Active(std::shared_ptr<ScheduledSeq> s, Request r, const tokenizer::Tokenizer& tok)
         : seq(std::move(s)),
           request(std::move(r)),
-          sampler(request.generate.sampling),
+          sampler(request.generate.sampling, request.generate.prompt,
+                  request.generate.stop_at_eos ? tok.stop_ids() : std::vector<int32_t>{}),
           stream(tok) {}
     std::shared_ptr<ScheduledSeq> seq;
     Request request;
@@ -93,6 +99,9 @@ class Engine {
   void on_token(Active& a, int32_t token);
   void end(Active& a, const std::string& reason);
   void emit(Active& a, bool final);
+  // The log probabilities of the prompt tokens that the rows [rows][vocab] of a's prompt
+  // entry `e` predict; when the last arrives, hands them to on_prompt_logprobs.
+  void prompt_logprobs(Active& a, const StepEntry& e, const float* rows);
 
   Worker& engine_;
   Scheduler scheduler_;

@@ -144,7 +144,10 @@ std::vector<GenerateResult> generate_policies(
   // Every policy decodes from the prefill's logits; one step per token for all still running.
   const size_t B = policies.size();
   std::vector<GenerateResult> results(B);
-  std::vector<Sampler> samplers(B, Sampler(req.sampling));
+  std::vector<Sampler> samplers(
+      B,
+      Sampler(req.sampling, req.prompt, req.stop_at_eos ? tok.stop_ids() : std::vector<int32_t>{}));
+  const auto& stop_ids = req.sampling.stop_token_ids;
   std::vector<tokenizer::StreamDecoder> streams(B, tokenizer::StreamDecoder(engine.tokenizer()));
   std::vector<size_t> running(B), row(B, 0);
   for (size_t b = 0; b < B; ++b) running[b] = b;
@@ -158,7 +161,8 @@ std::vector<GenerateResult> generate_policies(
       GenerateResult& result = results[b];
       const int32_t next = samplers[b].sample(logits.data() + row[b] * vocab, vocab);
       result.tokens.push_back(next);
-      if (req.stop_at_eos && tok.is_stop(next)) {
+      if ((req.stop_at_eos && tok.is_stop(next)) ||
+          std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) {
         result.finish_reason = "stop";
         continue;
       }

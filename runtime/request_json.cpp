@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/sampling_json.h"
+
 namespace adakv::runtime {
 namespace {
 
@@ -128,6 +130,7 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
     g.sampling.seed = uint64_t(integer(body["seed"], "seed", std::numeric_limits<long long>::min(),
                                        std::numeric_limits<long long>::max()));
   }
+  sampling_from_json(body, g.sampling, engine.model().config().vocab_size, size_t(context));
   if (body.contains("n") && !body["n"].is_null() && integer(body["n"], "n", 1, 1) != 1) {
     bad("n", "must be 1");
   }

@@ -1,7 +1,8 @@
 // A generation request from JSON, with the fields OpenAI-style clients send (the batch file's
 // lines, the HTTP API's bodies): prompt (a string or token ids) or messages (system / user /
 // assistant turns through the model's chat template), max_tokens or max_completion_tokens,
-// temperature, top_p, top_k, seed, stop (a string or a list), ignore_eos, and adakv's own
+// temperature, top_p, top_k, seed, stop (a string or a list), ignore_eos, the penalties,
+// logit_bias, min_p, stop_token_ids and min_tokens (runtime/sampling_json.h), and adakv's own
 // kv_policy, kv_budget, kv_window. Fields it does not know are ignored, as OpenAI's API does.
 #pragma once
 

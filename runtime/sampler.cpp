@@ -7,17 +7,6 @@
 
 namespace adakv::runtime {
 
-void SamplingParams::validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
-    throw std::invalid_argument("temperature must be a finite number >= 0, got " +
-                                std::to_string(temperature));
-  }
-  if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    throw std::invalid_argument("top_p must be in (0, 1], got " + std::to_string(top_p));
-  }
-  if (top_k < 0) throw std::invalid_argument("top_k must be >= 0, got " + std::to_string(top_k));
-}
-
 int32_t argmax(const float* logits, size_t n) {
   // The largest value by a vectorised reduction, then the first block holding it; NaNs (never
   // chosen, as by the scalar scan) make the reduction's result NaN or leave it alone, and a
@@ -44,11 +33,32 @@ int32_t argmax(const float* logits, size_t n) {
   return static_cast<int32_t>(best);
 }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+Sampler::Sampler(const SamplingParams& params) : Sampler(params, {}, {}) {}
+
+Sampler::Sampler(const SamplingParams& params, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& stop_ids)
+    : params_(params), processor_(params, prompt, stop_ids), rng_(params.seed) {
   params_.validate();
 }
 
-int32_t Sampler::sample(const float* logits, size_t vocab) {
+TokenLogprob Sampler::last_logprob(int32_t token, size_t top_n) const {
+  if (!last_raw_) throw std::logic_error("last_logprob() before sample()");
+  // The processed row is the processor's own buffer (found anew: a Sampler may have moved).
+  const float* row = last_processed_ ? processor_.row() : last_raw_;
+  return token_logprob(row, last_vocab_, token, top_n);
+}
+
+int32_t Sampler::sample(const float* raw, size_t vocab) {
+  const float* logits = processor_.apply(raw, vocab);
+  last_raw_ = raw;
+  last_processed_ = logits != raw;
+  last_vocab_ = vocab;
+  const int32_t token = draw(logits, vocab);
+  processor_.accept(token);
+  return token;
+}
+
+int32_t Sampler::draw(const float* logits, size_t vocab) {
   if (params_.temperature == 0.0f) return argmax(logits, vocab);
 
   candidates_.resize(vocab);
@@ -70,6 +80,14 @@ int32_t Sampler::sample(const float* logits, size_t vocab) {
   for (size_t i = 0; i < keep; ++i) {
     probs[i] = std::exp((candidates_[i].first - max_logit) / params_.temperature);
     total += probs[i];
+  }
+  // Min-p: the candidates at least min_p times as likely as the most likely (probs[0] = 1).
+  if (params_.min_p > 0.0f) {
+    size_t n = 1;
+    while (n < keep && probs[n] >= double(params_.min_p)) ++n;
+    keep = n;
+    total = 0;
+    for (size_t i = 0; i < keep; ++i) total += probs[i];
   }
   // Nucleus: the smallest prefix whose mass reaches top_p (at least one token).
   if (params_.top_p < 1.0f) {

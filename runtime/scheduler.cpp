@@ -397,6 +397,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     e.layer_end = static_cast<uint32_t>(s.layers_done);
     const bool last = s.layers_done == n_layers_;
     e.logits = last && s.output.empty();
+    e.scored_text = e.logits && s.prompt_logits;
     layered_entry = std::move(e);
     layered_kind = last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk;
     prefill_tokens += cost;
@@ -413,6 +414,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     const bool last = end == s.prompt.size();
     StepEntry e{s.id, {s.prompt.begin() + s.prefilled, s.prompt.begin() + end}, false};
     e.logits = last && (s.output.empty() || s.lookahead > 0);
+    if (s.prompt_logits && s.output.empty()) e.logits = e.scored_text = true;
     plan.entries.push_back(std::move(e));
     kinds.push_back(last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk);
     s.prefilled = end;

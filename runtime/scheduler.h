@@ -70,6 +70,9 @@ struct ScheduledSeq {
   size_t max_new = 0;             // tokens it may generate
   size_t lookahead = 0;           // look-ahead steps planned
   std::vector<int32_t> stop_ids;  // look-ahead stops at any (Tokenizer::stop_ids, ascending)
+  // The logits of every prompt row (echo's prompt logprobs): its prompt entries ask for all
+  // their rows (StepEntry::scored_text) until its first token is sampled.
+  bool prompt_logits = false;
 
   SeqPhase phase = SeqPhase::kWaiting;
   std::vector<int32_t> output;  // generated tokens, kept across preemption

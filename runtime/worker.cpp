@@ -323,7 +323,10 @@ size_t Worker::check_request(const GenerateRequest& req) const {
                                   std::to_string(cfg.vocab_size));
     }
   }
-  req.sampling.validate();
+  req.sampling.validate(cfg.vocab_size);
+  if (req.logprobs < -1 || req.logprobs > 20) {
+    throw std::invalid_argument("logprobs must be in [0, 20], got " + std::to_string(req.logprobs));
+  }
   // A prompt no longer than the window is kept whole (nothing to score); the window-vs-prompt
   // check of validate(n) is for windows a user asked for (the CLI applies it).
   req.compression.validate();

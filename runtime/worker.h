@@ -45,6 +45,12 @@ struct GenerateRequest {
   compression::CompressionConfig compression;  // policy full: no compression
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   size_t block_tokens = 16;
+  // Log probabilities (runtime/logprobs.h) of each generated token with this many most likely
+  // alternatives (0-20); -1: none.
+  int logprobs = -1;
+  // Also of the prompt's tokens after the first (completions' echo), with `logprobs`
+  // alternatives: the prefill computes the logits of every prompt row.
+  bool prompt_logprobs = false;
   // generate_policies (runtime/policy_fork.h) only: a known answer, teacher-forced after the
   // prompt in each policy's cache (see GenerateResult::reference_nll). Empty: none.
   std::vector<int32_t> reference;
@@ -76,6 +82,12 @@ struct GenerateResult {
   // -log p (natural log) of each request.reference token given the prompt (compressed by this
   // result's policy) and the reference tokens before it; empty without a reference.
   std::vector<double> reference_nll;
+  // With request.logprobs >= 0: one per generated token (of the distribution it was sampled
+  // from, after penalties and biases, at temperature 1).
+  std::vector<TokenLogprob> logprobs;
+  // With request.prompt_logprobs: one per prompt token after the first, [i] for prompt[i + 1]
+  // (of the raw logits of the prompt row before it).
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 // What one step of the serving loop gives back, on rank 0.

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "runtime/server/api_error.h"
+#include "runtime/server/openai_logprobs.h"
 
 namespace adakv::server {
 namespace {
@@ -84,6 +85,36 @@ struct Stream {
   long long created = 0;
   compression::CompressionConfig compression;
   bool started = false;  // streaming: header and first chunk sent
+  // Log probabilities and echo (runtime/server/openai_logprobs.h).
+  const tokenizer::Tokenizer* tok = nullptr;
+  LogprobsRequest lp;
+  bool echo_only = false;  // echo with max_tokens 0: the prompt alone, finish_reason length
+  std::vector<int32_t> prompt;
+  std::vector<runtime::TokenLogprob> prompt_lps;  // the prompt's, once its prefill is done
+  std::vector<runtime::TokenLogprob> pending;     // streaming: sampled, not yet sent
+  std::unique_ptr<CompletionLogprobs> offsets;    // completions: text offsets across chunks
+
+  bool wants_logprobs() const { return lp.top >= 0; }
+  // The echoed prompt's completions logprobs (the first token has none).
+  json echo_logprobs(const std::vector<runtime::TokenLogprob>& lps) {
+    if (!offsets) offsets = std::make_unique<CompletionLogprobs>(*tok);
+    offsets->add_first(prompt[0]);
+    for (const auto& p : lps) offsets->add(p);
+    return offsets->take();
+  }
+  // The logprobs of `lps` in this endpoint's shape (null when none were asked for).
+  json logprobs_of(const std::vector<runtime::TokenLogprob>& lps) {
+    if (!wants_logprobs()) return nullptr;
+    if (chat) return {{"content", chat_logprobs_content(*tok, lps)}};
+    if (!offsets) offsets = std::make_unique<CompletionLogprobs>(*tok);
+    for (const auto& p : lps) offsets->add(p);
+    return offsets->take();
+  }
+  json take_pending() {
+    json out = logprobs_of(pending);
+    pending.clear();
+    return out;
+  }
 
   json chunk(json choice) const {
     json c = {{"id", id},
@@ -104,11 +135,16 @@ struct Stream {
                    {"delta", {{"role", "assistant"}, {"content", ""}}},
                    {"logprobs", nullptr},
                    {"finish_reason", nullptr}}));
+    } else if (lp.echo) {
+      event(chunk({{"index", 0},
+                   {"text", tok->decode(prompt)},
+                   {"logprobs", wants_logprobs() ? echo_logprobs(prompt_lps) : json(nullptr)},
+                   {"finish_reason", nullptr}}));
     }
   }
   void text(std::string_view t) {
     start();
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    json choice = {{"index", 0}, {"logprobs", take_pending()}, {"finish_reason", nullptr}};
     if (chat) {
       choice["delta"] = {{"content", std::string(t)}};
     } else {
@@ -118,10 +154,13 @@ struct Stream {
   }
   void done(const runtime::GenerateResult& r) {
     const json kv = kv_report(r, compression, dtype);
-    const size_t completion = r.tokens.size();
+    const size_t completion = echo_only ? 0 : r.tokens.size();
+    const std::string finish = echo_only ? "length" : r.finish_reason;
     if (streaming) {
       start();
-      json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+      json choice = {{"index", 0},
+                     {"logprobs", pending.empty() ? json(nullptr) : take_pending()},
+                     {"finish_reason", finish}};
       if (chat) {
         choice["delta"] = json::object();
       } else {
@@ -140,11 +179,23 @@ struct Stream {
       ex->end();
       return;
     }
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+      choice["logprobs"] = logprobs_of(r.logprobs);
     } else {
-      choice["text"] = r.text;
+      choice["text"] = (lp.echo ? tok->decode(prompt) : "") + (echo_only ? "" : r.text);
+      if (wants_logprobs()) {
+        json echoed = lp.echo ? echo_logprobs(r.prompt_logprobs) : json(nullptr);
+        json generated = logprobs_of(echo_only ? std::vector<runtime::TokenLogprob>{} : r.logprobs);
+        if (!echoed.is_null()) {
+          for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+            for (auto& x : generated[k]) echoed[k].push_back(std::move(x));
+          }
+          generated = std::move(echoed);
+        }
+        choice["logprobs"] = std::move(generated);
+      }
     }
     json body = {{"id", id},
                  {"object", chat ? "chat.completion" : "text_completion"},
@@ -263,8 +314,14 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
       throw runtime::RequestError("only 'response_format' {\"type\": \"text\"} is supported",
                                   "response_format");
     }
-    for (const char* unsupported :
-         {"logprobs", "top_logprobs", "echo", "suffix", "tools", "functions"}) {
+    state->lp = parse_logprobs(body, chat);
+    // echo with max_tokens 0 (lm-evaluation-harness's log-likelihood requests): one token is
+    // generated, as vLLM does, and left out of the answer.
+    if (state->lp.echo && body.contains("max_tokens") && body["max_tokens"] == 0) {
+      body["max_tokens"] = 1;
+      state->echo_only = true;
+    }
+    for (const char* unsupported : {"suffix", "tools", "functions"}) {
       if (body.contains(unsupported) && truthy(body[unsupported])) {
         throw runtime::RequestError(std::string("'") + unsupported + "' is not supported",
                                     unsupported);
@@ -326,8 +383,22 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
   state->dtype = config_.kv_dtype;
   state->created = unix_now();
   state->compression = request.generate.compression;
-  if (state->streaming) {
+  state->tok = &engine_.tokenizer();
+  state->prompt = request.generate.prompt;
+  request.generate.logprobs = state->lp.top;
+  request.generate.prompt_logprobs = state->lp.echo && state->wants_logprobs();
+  if (state->streaming && !state->echo_only) {
     request.on_text = [state](std::string_view t) { state->text(t); };
+    if (state->wants_logprobs()) {
+      request.on_logprob = [state](const runtime::TokenLogprob& lp) {
+        state->pending.push_back(lp);
+      };
+    }
+  }
+  if (state->streaming && request.generate.prompt_logprobs) {
+    request.on_prompt_logprobs = [state](const std::vector<runtime::TokenLogprob>& lps) {
+      state->prompt_lps = lps;
+    };
   }
   request.on_done = [state](runtime::GenerateResult&& r) { state->done(r); };
   Submission s;

@@ -615,8 +615,9 @@ class Errors(TimedTest):
             ("top_p", comp, dict(prompt=SHORT, top_p=0)),
             ("top_p", comp, dict(prompt=SHORT, top_p=1.5)),
             ("n", comp, dict(prompt=SHORT, n=2)),
-            ("logprobs", comp, dict(prompt=SHORT, logprobs=2)),
-            ("echo", comp, dict(prompt=SHORT, echo=True)),
+            # logprobs and echo are supported (tests/server/test_openai_sampling.py); out of range:
+            ("logprobs", comp, dict(prompt=SHORT, logprobs=21)),
+            ("echo", comp, dict(prompt=SHORT, echo="yes")),
             ("kv_policy", comp, dict(prompt=SHORT, extra_body={"kv_policy": "bogus"})),
             ("kv_budget", comp, dict(prompt=SHORT, extra_body={"kv_budget": -1})),
             ("kv_window", comp, dict(prompt=SHORT, extra_body={"kv_window": -5})),
@@ -626,7 +627,7 @@ class Errors(TimedTest):
             ("messages", chat, dict(messages=[])),
             ("messages", chat, dict(messages=[{"role": "wizard", "content": "hi"}])),
             ("max_tokens", chat, dict(messages=msgs, max_tokens=0)),
-            ("logprobs", chat, dict(messages=msgs, logprobs=True)),
+            ("top_logprobs", chat, dict(messages=msgs, logprobs=True, top_logprobs=21)),
         ]
         for param, fn, kw in cases:
             with self.subTest(param=param, body=str(kw)[:80]):

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""`adakv serve` through the official `openai` client: the sampling fields (penalties,
+logit_bias, min_p, stop_token_ids, min_tokens) and log probabilities (completions logprobs and
+echo, chat logprobs and top_logprobs, streamed and not).
+
+One server for the whole file, started and stopped as tests/server/test_openai_api.py does
+(whose Server and helpers this file uses):
+
+  ~/.cache/adakv/venv/bin/python tests/server/test_openai_sampling.py --adakv build/adakv [--tp 1]
+"""
+import math
+import os
+import sys
+import unittest
+
+import openai
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_openai_api as base  # noqa: E402
+
+# A prompt the model continues by repeating itself at temperature 0.
+REPEAT = "one two three one two three one two three one two three one two three"
+SHORT = base.SHORT
+
+
+def setUpModule():
+    base.setUpModule()
+
+
+def tearDownModule():
+    base.tearDownModule()
+
+
+def completion(c, **kw):
+    return c.completions.create(model=base.SERVER.name, **kw)
+
+
+def repeats(tokens):
+    """How many generated tokens repeat one generated before."""
+    return len(tokens) - len(set(tokens))
+
+
+class Penalties(base.TimedTest):
+    def greedy_tokens(self, **extra):
+        r = completion(self.c, prompt=REPEAT, max_tokens=40, temperature=0, logprobs=0,
+                       extra_body=dict(ignore_eos=True, **extra.pop("extra_body", {})), **extra)
+        return r.choices[0].logprobs.tokens
+
+    def test_penalties_change_a_repetitive_output(self):
+        plain = self.greedy_tokens()
+        self.assertGreater(repeats(plain), 20, f"the prompt does not make the model repeat: {plain}")
+        for kw in (dict(frequency_penalty=2.0), dict(presence_penalty=2.0),
+                   dict(extra_body={"repetition_penalty": 1.5})):
+            with self.subTest(**{k: str(v) for k, v in kw.items()}):
+                got = self.greedy_tokens(**kw)
+                print(f"\n[test] {kw}: {repeats(got)} repeated tokens of 40 (plain {repeats(plain)})",
+                      file=sys.stderr)
+                self.assertLess(repeats(got), repeats(plain), f"{kw}: {got}")
+        # A negative frequency penalty makes it repeat at least as much.
+        eager = self.greedy_tokens(frequency_penalty=-2.0)
+        self.assertGreaterEqual(repeats(eager), repeats(plain))
+
+    def test_logit_bias_forces_and_removes(self):
+        # The text of token 1000, and the first greedy token's id (from the CLI's --json).
+        echo = completion(self.c, prompt=[1000], max_tokens=0, echo=True, logprobs=0)
+        forced_text = echo.choices[0].logprobs.tokens[0]
+        r = completion(self.c, prompt=SHORT, max_tokens=8, temperature=1.0, seed=3, logprobs=0,
+                       logit_bias={"1000": 100}, extra_body={"ignore_eos": True})
+        self.assertEqual(r.choices[0].logprobs.tokens, [forced_text] * 8)
+        ref = base.generate_ref(SHORT, 4, extra=["--policy", "full"])
+        first = ref["tokens"][0]
+        plain = completion(self.c, prompt=SHORT, max_tokens=4, temperature=0, logprobs=0,
+                           extra_body={"kv_policy": "full"})
+        first_text = plain.choices[0].logprobs.tokens[0]
+        for temperature in (0, 1.0):
+            banned = completion(self.c, prompt=SHORT, max_tokens=16, temperature=temperature,
+                                seed=5, logprobs=0, logit_bias={str(first): -100},
+                                extra_body={"kv_policy": "full", "ignore_eos": True})
+            self.assertNotIn(first_text, banned.choices[0].logprobs.tokens)
+
+    def test_stop_token_ids_and_min_tokens(self):
+        ref = base.generate_ref(SHORT, 6, extra=["--policy", "full", "--ignore-eos"])
+        r = completion(self.c, prompt=SHORT, max_tokens=6, temperature=0,
+                       extra_body={"kv_policy": "full", "ignore_eos": True,
+                                   "stop_token_ids": [ref["tokens"][2]]})
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        self.assertEqual(r.usage.completion_tokens, 3)
+        # The chat answer ends early with end-of-turn; min_tokens keeps it going.
+        msgs = [{"role": "user", "content": "Say hi."}]
+        short = self.c.chat.completions.create(model=base.SERVER.name, messages=msgs,
+                                               max_tokens=60, temperature=0)
+        self.assertEqual(short.choices[0].finish_reason, "stop")
+        want = short.usage.completion_tokens + 5
+        longer = self.c.chat.completions.create(model=base.SERVER.name, messages=msgs,
+                                                max_tokens=60, temperature=0,
+                                                extra_body={"min_tokens": want})
+        self.assertGreaterEqual(longer.usage.completion_tokens, want)
+
+    def test_min_p_one_is_greedy(self):
+        greedy = completion(self.c, prompt=SHORT, max_tokens=8, temperature=0,
+                            extra_body={"ignore_eos": True})
+        r = completion(self.c, prompt=SHORT, max_tokens=8, temperature=1.5, seed=9,
+                       extra_body={"ignore_eos": True, "min_p": 1.0})
+        self.assertEqual(r.choices[0].text, greedy.choices[0].text)
+
+    def test_out_of_range_is_400_naming_the_field(self):
+        cases = [
+            ("presence_penalty", dict(presence_penalty=-3)),
+            ("presence_penalty", dict(presence_penalty=2.5)),
+            ("frequency_penalty", dict(frequency_penalty=3)),
+            ("frequency_penalty", dict(frequency_penalty="x")),
+            ("logit_bias", dict(logit_bias={"50256": 5})),
+            ("logit_bias", dict(logit_bias={"7": 101})),
+            ("logit_bias", dict(logit_bias={"seven": 1})),
+            ("repetition_penalty", dict(extra_body={"repetition_penalty": 0})),
+            ("min_p", dict(extra_body={"min_p": 1.5})),
+            ("stop_token_ids", dict(extra_body={"stop_token_ids": [49152]})),
+            ("min_tokens", dict(extra_body={"min_tokens": -1})),
+            ("logprobs", dict(logprobs=21)),
+            ("echo", dict(echo="yes")),
+        ]
+        for param, kw in cases:
+            with self.subTest(param=param, body=str(kw)):
+                with self.assertRaises(openai.BadRequestError) as cm:
+                    completion(self.c, prompt=SHORT, max_tokens=2, **kw)
+                self.assertEqual(cm.exception.param, param, f"{cm.exception.body}")
+        msgs = [{"role": "user", "content": "hi"}]
+        for param, kw in (("top_logprobs", dict(logprobs=True, top_logprobs=21)),
+                          ("top_logprobs", dict(top_logprobs=3)),
+                          ("presence_penalty", dict(presence_penalty=-2.5)),
+                          ("logit_bias", dict(logit_bias={"-1": 5}))):
+            with self.subTest(param=param, body=str(kw)):
+                with self.assertRaises(openai.BadRequestError) as cm:
+                    self.c.chat.completions.create(model=base.SERVER.name, messages=msgs,
+                                                   max_tokens=2, **kw)
+                self.assertEqual(cm.exception.param, param, f"{cm.exception.body}")
+
+
+class Logprobs(base.TimedTest):
+    def check_completion_shape(self, lp, n):
+        self.assertEqual(len(lp.tokens), n)
+        self.assertEqual(len(lp.token_logprobs), n)
+        self.assertEqual(len(lp.top_logprobs), n)
+        self.assertEqual(len(lp.text_offset), n)
+        self.assertEqual(lp.text_offset, sorted(lp.text_offset))
+
+    def test_echo_max_tokens_0_as_lm_eval_sends_it(self):
+        # lm-evaluation-harness's log-likelihood request: echo, logprobs, max_tokens 0 (or 1).
+        ids = base.goldens()[SHORT]
+        for prompt in (SHORT, [ids]):
+            for max_tokens in (0, 1):
+                with self.subTest(prompt=str(prompt)[:20], max_tokens=max_tokens):
+                    r = completion(self.c, prompt=prompt, max_tokens=max_tokens, temperature=0,
+                                   logprobs=1, echo=True, seed=1234)
+                    ch = r.choices[0]
+                    self.assertEqual(ch.finish_reason, "length")
+                    self.assertTrue(ch.text.startswith(SHORT), ch.text)
+                    if max_tokens == 0:
+                        self.assertEqual(ch.text, SHORT)
+                    self.assertEqual(r.usage.completion_tokens, max_tokens)
+                    lp = ch.logprobs
+                    self.check_completion_shape(lp, len(ids) + max_tokens)
+                    self.assertIsNone(lp.token_logprobs[0])
+                    self.assertIsNone(lp.top_logprobs[0])
+                    self.assertEqual("".join(lp.tokens[:len(ids)]), SHORT)
+                    self.assertEqual(lp.text_offset[0], 0)
+                    for tok, top in zip(lp.token_logprobs[1:], lp.top_logprobs[1:]):
+                        self.assertLess(tok, 0)
+                        self.assertEqual(len(top), 1)
+                        self.assertLessEqual(tok, max(top.values()) + 1e-12)
+        # The same prompt's logprobs with and without a generated token.
+        a = completion(self.c, prompt=SHORT, max_tokens=0, echo=True, logprobs=1)
+        b = completion(self.c, prompt=SHORT, max_tokens=1, echo=True, logprobs=1)
+        self.assertEqual(a.choices[0].logprobs.token_logprobs,
+                         b.choices[0].logprobs.token_logprobs[:len(ids)])
+
+    def test_completion_logprobs_stream_equals_non_stream(self):
+        kw = dict(prompt=SHORT, max_tokens=10, temperature=0, logprobs=3,
+                  extra_body={"ignore_eos": True})
+        full = completion(self.c, **kw)
+        lp = full.choices[0].logprobs
+        self.check_completion_shape(lp, 10)
+        self.assertEqual("".join(lp.tokens), full.choices[0].text)
+        for tok, top in zip(lp.token_logprobs, lp.top_logprobs):
+            self.assertEqual(tok, max(top.values()), "greedy: the token is the likeliest")
+            self.assertLessEqual(sum(math.exp(v) for v in top.values()), 1 + 1e-9)
+        chunks = [ch for ch in completion(self.c, stream=True, **kw) if ch.choices]
+        tokens, logprobs, offsets = [], [], []
+        for ch in chunks:
+            if ch.choices[0].logprobs:
+                tokens += ch.choices[0].logprobs.tokens
+                logprobs += ch.choices[0].logprobs.token_logprobs
+                offsets += ch.choices[0].logprobs.text_offset
+        self.assertEqual(tokens, lp.tokens)
+        self.assertEqual(logprobs, lp.token_logprobs)
+        self.assertEqual(offsets, lp.text_offset)
+        # Streamed echo: the prompt and its logprobs come first.
+        chunks = [ch for ch in completion(self.c, stream=True, echo=True, **kw) if ch.choices]
+        first = chunks[0].choices[0]
+        self.assertEqual(first.text, SHORT)
+        self.assertIsNone(first.logprobs.token_logprobs[0])
+        self.assertEqual("".join(first.logprobs.tokens), SHORT)
+        text = "".join(ch.choices[0].text for ch in chunks)
+        self.assertEqual(text, SHORT + full.choices[0].text)
+
+    def test_chat_top_logprobs(self):
+        msgs = [{"role": "user", "content": "What is the capital of France?"}]
+        kw = dict(model=base.SERVER.name, messages=msgs, max_tokens=8, temperature=0,
+                  logprobs=True, top_logprobs=5)
+        r = self.c.chat.completions.create(**kw)
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), r.usage.completion_tokens)
+        for entry in content:
+            tops = [t.logprob for t in entry.top_logprobs]
+            self.assertEqual(len(tops), 5)
+            self.assertEqual(tops, sorted(tops, reverse=True))
+            self.assertLessEqual(sum(math.exp(t) for t in tops), 1 + 1e-9)
+            self.assertEqual(entry.token, entry.top_logprobs[0].token)
+            self.assertEqual(entry.logprob, tops[0])
+            self.assertEqual(bytes(entry.bytes).decode("utf-8", "replace"), entry.token)
+        # No alternatives: logprobs alone.
+        r0 = self.c.chat.completions.create(model=base.SERVER.name, messages=msgs, max_tokens=3,
+                                            temperature=0, logprobs=True)
+        self.assertEqual([e.top_logprobs for e in r0.choices[0].logprobs.content], [[]] * 3)
+        # Without logprobs: null.
+        r1 = self.c.chat.completions.create(model=base.SERVER.name, messages=msgs, max_tokens=3)
+        self.assertIsNone(r1.choices[0].logprobs)
+        # Streamed: each chunk carries its tokens' entries; together the same list.
+        streamed = []
+        for ch in self.c.chat.completions.create(stream=True, **kw):
+            if ch.choices and ch.choices[0].logprobs:
+                streamed += ch.choices[0].logprobs.content
+        self.assertEqual([(e.token, e.logprob) for e in streamed],
+                         [(e.token, e.logprob) for e in content])
+
+
+if __name__ == "__main__":
+    base.main()
