@@ -102,6 +102,11 @@ std::vector<int32_t> prompt_tokens(const json& body, const Worker& engine) {
 
 }  // namespace
 
+size_t samples_from_json(const json& body) {
+  if (!body.is_object() || !body.contains("n") || body["n"].is_null()) return 1;
+  return size_t(integer(body["n"], "n", 1, kMaxSamples));
+}
+
 Request request_from_json(const json& body, const Worker& engine, const RequestDefaults& defaults) {
   if (!body.is_object()) throw RequestError("the request must be a JSON object", "");
   Request r;
@@ -131,8 +136,8 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
                                        std::numeric_limits<long long>::max()));
   }
   sampling_from_json(body, g.sampling, engine.model().config().vocab_size, size_t(context));
-  if (body.contains("n") && !body["n"].is_null() && integer(body["n"], "n", 1, 1) != 1) {
-    bad("n", "must be 1");
+  if (body.contains("n") && !body["n"].is_null()) {
+    integer(body["n"], "n", 1, kMaxSamples);
   }
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];

@@ -37,4 +37,9 @@ struct RequestDefaults {
 Request request_from_json(const nlohmann::json& body, const Worker& engine,
                           const RequestDefaults& defaults);
 
+// The samples a body asks for (`n`, 1 when absent). Throws RequestError naming `n` outside
+// [1, kMaxSamples].
+constexpr long long kMaxSamples = 64;
+size_t samples_from_json(const nlohmann::json& body);
+
 }  // namespace adakv::runtime

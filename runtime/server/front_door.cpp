@@ -42,31 +42,41 @@ void FrontDoor::shutdown(double drain_s) {
 
 void FrontDoor::admit(std::deque<std::pair<uint64_t, Submission>>& batch) {
   for (auto& [ticket, s] : batch) {
-    runtime::Request& r = s.request;
     const double arrived = s.arrived_s;
-    const size_t n_prompt = r.generate.prompt.size();
-    // Latency metrics ride on the request's own callbacks.
-    auto last_token_at = std::make_shared<double>(0);
-    auto on_token = std::move(r.on_token);
-    r.on_token = [this, arrived, last_token_at, on_token](int32_t t) {
-      const double now = now_s();
-      if (*last_token_at == 0) {
-        metrics_.on_first_token(now - arrived);
-      } else {
-        metrics_.on_token(now - *last_token_at);
-      }
-      *last_token_at = now;
-      if (on_token) on_token(t);
-    };
-    auto on_done = std::move(r.on_done);
-    r.on_done = [this, ticket, arrived, on_done](runtime::GenerateResult&& g) {
-      live_.erase(ticket);
-      metrics_.on_finished(g.finish_reason, now_s() - arrived, g.kv_full_bytes, g.kv_kept_bytes);
-      if (on_done) on_done(std::move(g));
-    };
+    const size_t n_prompt = s.request.generate.prompt.size();
+    std::vector<runtime::Request> samples;
+    samples.push_back(std::move(s.request));
+    for (auto& r : s.samples) samples.push_back(std::move(r));
+    for (size_t i = 0; i < samples.size(); ++i) {
+      runtime::Request& r = samples[i];
+      // Latency metrics ride on the request's own callbacks: the first token once per
+      // request, the gaps between tokens per sample.
+      auto last_token_at = std::make_shared<double>(0);
+      auto on_token = std::move(r.on_token);
+      const bool first_sample = i == 0;
+      r.on_token = [this, arrived, last_token_at, on_token, first_sample](int32_t t) {
+        const double now = now_s();
+        if (*last_token_at == 0) {
+          if (first_sample) metrics_.on_first_token(now - arrived);
+        } else {
+          metrics_.on_token(now - *last_token_at);
+        }
+        *last_token_at = now;
+        if (on_token) on_token(t);
+      };
+      auto on_done = std::move(r.on_done);
+      r.on_done = [this, ticket, arrived, on_done](runtime::GenerateResult&& g) {
+        const auto it = live_.find(ticket);
+        if (it != live_.end() && --it->second.running == 0) live_.erase(it);
+        metrics_.on_finished(g.finish_reason, now_s() - arrived, g.kv_full_bytes, g.kv_kept_bytes);
+        if (on_done) on_done(std::move(g));
+      };
+    }
     try {
-      const uint64_t id = loop_.add(std::move(r));
-      live_[ticket] = Live{id, std::move(s.on_error)};
+      const size_t n = samples.size();
+      std::vector<uint64_t> ids = n == 1 ? std::vector<uint64_t>{loop_.add(std::move(samples[0]))}
+                                         : loop_.add_samples(std::move(samples));
+      live_[ticket] = Live{std::move(ids), n, std::move(s.on_error)};
       metrics_.add_prompt_tokens(n_prompt);
     } catch (const std::invalid_argument& e) {
       if (s.on_error) s.on_error(400, e.what());
@@ -131,11 +141,13 @@ void FrontDoor::run() {
     admit(batch);
     for (uint64_t ticket : aborts) {
       const auto it = live_.find(ticket);
-      if (it != live_.end()) loop_.abort(it->second.id);
+      if (it == live_.end()) continue;
+      for (uint64_t id : std::vector<uint64_t>(it->second.ids)) loop_.abort(id);
     }
     if (drain_over) {
       std::vector<uint64_t> ids;
-      for (const auto& [ticket, live] : live_) ids.push_back(live.id);
+      for (const auto& [ticket, live] : live_)
+        ids.insert(ids.end(), live.ids.begin(), live.ids.end());
       for (uint64_t id : ids) loop_.abort(id);
     }
     try {

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "runtime/server/metrics.h"
@@ -22,6 +23,9 @@ namespace adakv::server {
 
 struct Submission {
   runtime::Request request;
+  // n > 1: the other samples of request's prompt (equal but for sampling and callbacks); they
+  // share its prefill and its compressed cache (Engine::add_samples).
+  std::vector<runtime::Request> samples;
   double arrived_s = 0;  // steady clock, for the latency metrics
   // The request could not run: refused by the engine (400, the message names the problem) or
   // the engine failed under it (503).
@@ -54,7 +58,8 @@ class FrontDoor {
 
  private:
   struct Live {
-    uint64_t id = 0;  // the Engine's
+    std::vector<uint64_t> ids;  // the Engine's, one per sample
+    size_t running = 0;         // samples not yet done
     std::function<void(int, const std::string&)> on_error;
   };
   void admit(std::deque<std::pair<uint64_t, Submission>>& batch);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "runtime/server/api_error.h"
@@ -77,6 +78,14 @@ void reply_error(const std::shared_ptr<Exchange>& ex, int status, const std::str
   ex->respond(status, "application/json", error_body(status, message, param), extra);
 }
 
+// One choice of a response (n > 1: one per sample).
+struct Choice {
+  bool started = false;                           // streaming: its first chunk sent
+  std::vector<runtime::TokenLogprob> pending;     // streaming: sampled, not yet sent
+  std::unique_ptr<CompletionLogprobs> offsets;    // completions: text offsets across chunks
+  std::optional<runtime::GenerateResult> result;  // once done
+};
+
 // The per-request state the engine thread's callbacks share.
 struct Stream {
   std::shared_ptr<Exchange> ex;
@@ -84,35 +93,41 @@ struct Stream {
   std::string id, model, dtype;
   long long created = 0;
   compression::CompressionConfig compression;
-  bool started = false;  // streaming: header and first chunk sent
+  bool started = false;  // streaming: the response's header sent
+  bool failed = false;   // an error ended the response: later callbacks are ignored
+  size_t finished = 0;   // choices done
+  std::vector<Choice> choices;
   // Log probabilities and echo (runtime/server/openai_logprobs.h).
   const tokenizer::Tokenizer* tok = nullptr;
   LogprobsRequest lp;
   bool echo_only = false;  // echo with max_tokens 0: the prompt alone, finish_reason length
   std::vector<int32_t> prompt;
-  std::vector<runtime::TokenLogprob> prompt_lps;  // the prompt's, once its prefill is done
-  std::vector<runtime::TokenLogprob> pending;     // streaming: sampled, not yet sent
-  std::unique_ptr<CompletionLogprobs> offsets;    // completions: text offsets across chunks
+  // The prompt's, once its prefill is done (computed once, for the first sample).
+  std::vector<runtime::TokenLogprob> prompt_lps;
 
   bool wants_logprobs() const { return lp.top >= 0; }
+  CompletionLogprobs& offsets_of(Choice& c) {
+    if (!c.offsets) c.offsets = std::make_unique<CompletionLogprobs>(*tok);
+    return *c.offsets;
+  }
   // The echoed prompt's completions logprobs (the first token has none).
-  json echo_logprobs(const std::vector<runtime::TokenLogprob>& lps) {
-    if (!offsets) offsets = std::make_unique<CompletionLogprobs>(*tok);
-    offsets->add_first(prompt[0]);
-    for (const auto& p : lps) offsets->add(p);
-    return offsets->take();
+  json echo_logprobs(Choice& c, const std::vector<runtime::TokenLogprob>& lps) {
+    CompletionLogprobs& o = offsets_of(c);
+    o.add_first(prompt[0]);
+    for (const auto& p : lps) o.add(p);
+    return o.take();
   }
   // The logprobs of `lps` in this endpoint's shape (null when none were asked for).
-  json logprobs_of(const std::vector<runtime::TokenLogprob>& lps) {
+  json logprobs_of(Choice& c, const std::vector<runtime::TokenLogprob>& lps) {
     if (!wants_logprobs()) return nullptr;
     if (chat) return {{"content", chat_logprobs_content(*tok, lps)}};
-    if (!offsets) offsets = std::make_unique<CompletionLogprobs>(*tok);
-    for (const auto& p : lps) offsets->add(p);
-    return offsets->take();
+    CompletionLogprobs& o = offsets_of(c);
+    for (const auto& p : lps) o.add(p);
+    return o.take();
   }
-  json take_pending() {
-    json out = logprobs_of(pending);
-    pending.clear();
+  json take_pending(Choice& c) {
+    json out = logprobs_of(c, c.pending);
+    c.pending.clear();
     return out;
   }
 
@@ -126,25 +141,31 @@ struct Stream {
     return c;
   }
   void event(const json& j) const { ex->send("data: " + dump(j) + "\n\n"); }
-  void start() {
-    if (started) return;
-    started = true;
-    ex->start_stream("text/event-stream");
+  void start(size_t index) {
+    if (!started) {
+      started = true;
+      ex->start_stream("text/event-stream");
+    }
+    Choice& c = choices[index];
+    if (c.started) return;
+    c.started = true;
     if (chat) {
-      event(chunk({{"index", 0},
+      event(chunk({{"index", index},
                    {"delta", {{"role", "assistant"}, {"content", ""}}},
                    {"logprobs", nullptr},
                    {"finish_reason", nullptr}}));
     } else if (lp.echo) {
-      event(chunk({{"index", 0},
+      event(chunk({{"index", index},
                    {"text", tok->decode(prompt)},
-                   {"logprobs", wants_logprobs() ? echo_logprobs(prompt_lps) : json(nullptr)},
+                   {"logprobs", wants_logprobs() ? echo_logprobs(c, prompt_lps) : json(nullptr)},
                    {"finish_reason", nullptr}}));
     }
   }
-  void text(std::string_view t) {
-    start();
-    json choice = {{"index", 0}, {"logprobs", take_pending()}, {"finish_reason", nullptr}};
+  void text(size_t index, std::string_view t) {
+    if (failed) return;
+    start(index);
+    Choice& c = choices[index];
+    json choice = {{"index", index}, {"logprobs", take_pending(c)}, {"finish_reason", nullptr}};
     if (chat) {
       choice["delta"] = {{"content", std::string(t)}};
     } else {
@@ -152,61 +173,85 @@ struct Stream {
     }
     event(chunk(std::move(choice)));
   }
-  void done(const runtime::GenerateResult& r) {
-    const json kv = kv_report(r, compression, dtype);
-    const size_t completion = echo_only ? 0 : r.tokens.size();
-    const std::string finish = echo_only ? "length" : r.finish_reason;
+  std::string finish_of(const runtime::GenerateResult& r) const {
+    return echo_only ? "length" : r.finish_reason;
+  }
+  size_t completion_tokens() const {
+    size_t n = 0;
+    for (const auto& c : choices) n += echo_only || !c.result ? 0 : c.result->tokens.size();
+    return n;
+  }
+  void done(size_t index, runtime::GenerateResult&& r) {
+    if (failed) return;
+    Choice& c = choices[index];
+    if (!r.prompt_logprobs.empty()) prompt_lps = r.prompt_logprobs;
+    c.result = std::move(r);
+    ++finished;
     if (streaming) {
-      start();
-      json choice = {{"index", 0},
-                     {"logprobs", pending.empty() ? json(nullptr) : take_pending()},
-                     {"finish_reason", finish}};
+      start(index);
+      json choice = {{"index", index},
+                     {"logprobs", c.pending.empty() ? json(nullptr) : take_pending(c)},
+                     {"finish_reason", finish_of(*c.result)}};
       if (chat) {
         choice["delta"] = json::object();
       } else {
         choice["text"] = "";
       }
       json last = chunk(std::move(choice));
-      last["kv"] = kv;
+      last["kv"] = kv_report(*c.result, compression, dtype);
       event(last);
+      if (finished < choices.size()) return;
       if (include_usage) {
         json u = chunk({});
         u["choices"] = json::array();
-        u["usage"] = usage(r.prompt_tokens, completion);
+        u["usage"] = usage(c.result->prompt_tokens, completion_tokens());
         event(u);
       }
       ex->send("data: [DONE]\n\n");
       ex->end();
       return;
     }
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-      choice["logprobs"] = logprobs_of(r.logprobs);
-    } else {
-      choice["text"] = (lp.echo ? tok->decode(prompt) : "") + (echo_only ? "" : r.text);
-      if (wants_logprobs()) {
-        json echoed = lp.echo ? echo_logprobs(r.prompt_logprobs) : json(nullptr);
-        json generated = logprobs_of(echo_only ? std::vector<runtime::TokenLogprob>{} : r.logprobs);
-        if (!echoed.is_null()) {
-          for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
-            for (auto& x : generated[k]) echoed[k].push_back(std::move(x));
-          }
-          generated = std::move(echoed);
-        }
-        choice["logprobs"] = std::move(generated);
-      }
-    }
+    if (finished < choices.size()) return;
+    json all = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) all.push_back(choice_body(i));
+    const runtime::GenerateResult& first = *choices[0].result;
     json body = {{"id", id},
                  {"object", chat ? "chat.completion" : "text_completion"},
                  {"created", created},
                  {"model", model},
-                 {"choices", json::array({std::move(choice)})},
-                 {"usage", usage(r.prompt_tokens, completion)},
-                 {"kv", kv}};
+                 {"choices", std::move(all)},
+                 {"usage", usage(first.prompt_tokens, completion_tokens())},
+                 {"kv", kv_report(first, compression, dtype)}};
     ex->respond(200, "application/json", dump(body));
   }
+  // A finished choice of a non-streaming response.
+  json choice_body(size_t index) {
+    Choice& c = choices[index];
+    const runtime::GenerateResult& r = *c.result;
+    json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", finish_of(r)}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+      choice["logprobs"] = logprobs_of(c, r.logprobs);
+      return choice;
+    }
+    choice["text"] = (lp.echo ? tok->decode(prompt) : "") + (echo_only ? "" : r.text);
+    if (wants_logprobs()) {
+      json echoed = lp.echo ? echo_logprobs(c, prompt_lps) : json(nullptr);
+      json generated =
+          logprobs_of(c, echo_only ? std::vector<runtime::TokenLogprob>{} : r.logprobs);
+      if (!echoed.is_null()) {
+        for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+          for (auto& x : generated[k]) echoed[k].push_back(std::move(x));
+        }
+        generated = std::move(echoed);
+      }
+      choice["logprobs"] = std::move(generated);
+    }
+    return choice;
+  }
   void error(int status, const std::string& message) {
+    if (failed) return;
+    failed = true;
     if (!started) return reply_error(ex, status, message);
     // Mid-stream: the status is sent already; the error travels as an event.
     ex->send("data: " + error_body(status, message) + "\n\n");
@@ -286,6 +331,7 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
   }
   auto state = std::make_shared<Stream>();
   runtime::Request request;
+  size_t n_samples = 1;
   try {
     json body;
     try {
@@ -328,7 +374,7 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
       }
     }
     if (body.contains("best_of") && !body["best_of"].is_null() && body["best_of"] != 1) {
-      throw runtime::RequestError("'best_of' must be 1", "best_of");
+      throw runtime::RequestError("'best_of' is not supported: it must be 1 (ask for several samples with 'n')", "best_of");
     }
     if (body.contains("stream") && !body["stream"].is_null()) {
       if (!body["stream"].is_boolean())
@@ -349,6 +395,7 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
     }
 
     request = runtime::request_from_json(body, engine_, config_.defaults);
+    n_samples = runtime::samples_from_json(body);
     const size_t context = engine_.context_length(), n_prompt = request.generate.prompt.size();
     if (n_prompt >= context) {
       throw runtime::RequestError(
@@ -385,26 +432,43 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
   state->compression = request.generate.compression;
   state->tok = &engine_.tokenizer();
   state->prompt = request.generate.prompt;
+  state->choices.resize(n_samples);
   request.generate.logprobs = state->lp.top;
   request.generate.prompt_logprobs = state->lp.echo && state->wants_logprobs();
-  if (state->streaming && !state->echo_only) {
-    request.on_text = [state](std::string_view t) { state->text(t); };
-    if (state->wants_logprobs()) {
-      request.on_logprob = [state](const runtime::TokenLogprob& lp) {
-        state->pending.push_back(lp);
-      };
-    }
-  }
   if (state->streaming && request.generate.prompt_logprobs) {
     request.on_prompt_logprobs = [state](const std::vector<runtime::TokenLogprob>& lps) {
       state->prompt_lps = lps;
     };
   }
-  request.on_done = [state](runtime::GenerateResult&& r) { state->done(r); };
   Submission s;
-  s.request = std::move(request);
   s.arrived_s = FrontDoor::now_s();
   s.on_error = [state](int status, const std::string& message) { state->error(status, message); };
+  // Sample i draws from seed + i: n distinct samples, reproducible with the request's seed.
+  for (size_t i = 0; i < n_samples; ++i) {
+    runtime::Request r;
+    r.generate = request.generate;
+    r.stop = request.stop;
+    r.generate.sampling.seed = request.generate.sampling.seed + i;
+    if (i == 0) {
+      r.on_prompt_logprobs = std::move(request.on_prompt_logprobs);
+    } else {
+      r.generate.prompt_logprobs = false;  // the first sample's prefill computes them
+    }
+    if (state->streaming && !state->echo_only) {
+      r.on_text = [state, i](std::string_view t) { state->text(i, t); };
+      if (state->wants_logprobs()) {
+        r.on_logprob = [state, i](const runtime::TokenLogprob& lp) {
+          state->choices[i].pending.push_back(lp);
+        };
+      }
+    }
+    r.on_done = [state, i](runtime::GenerateResult&& g) { state->done(i, std::move(g)); };
+    if (i == 0) {
+      s.request = std::move(r);
+    } else {
+      s.samples.push_back(std::move(r));
+    }
+  }
   const uint64_t ticket = async_.new_ticket();
   switch (async_.submit(ticket, std::move(s))) {
     case SubmitStatus::kQueued:

@@ -614,7 +614,8 @@ class Errors(TimedTest):
             ("temperature", comp, dict(prompt=SHORT, temperature=-1)),
             ("top_p", comp, dict(prompt=SHORT, top_p=0)),
             ("top_p", comp, dict(prompt=SHORT, top_p=1.5)),
-            ("n", comp, dict(prompt=SHORT, n=2)),
+            ("n", comp, dict(prompt=SHORT, n=65)),
+            ("best_of", comp, dict(prompt=SHORT, best_of=2)),
             # logprobs and echo are supported (tests/server/test_openai_sampling.py); out of range:
             ("logprobs", comp, dict(prompt=SHORT, logprobs=21)),
             ("echo", comp, dict(prompt=SHORT, echo="yes")),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`adakv serve` through the official `openai` client: the sampling fields (penalties,
-logit_bias, min_p, stop_token_ids, min_tokens) and log probabilities (completions logprobs and
-echo, chat logprobs and top_logprobs, streamed and not).
+logit_bias, min_p, stop_token_ids, min_tokens), log probabilities (completions logprobs and
+echo, chat logprobs and top_logprobs, streamed and not) and n samples of one prompt.
 
 One server for the whole file, started and stopped as tests/server/test_openai_api.py does
 (whose Server and helpers this file uses):
@@ -11,6 +11,8 @@ One server for the whole file, started and stopped as tests/server/test_openai_a
 import math
 import os
 import sys
+import threading
+import time
 import unittest
 
 import openai
@@ -232,6 +234,85 @@ class Logprobs(base.TimedTest):
                 streamed += ch.choices[0].logprobs.content
         self.assertEqual([(e.token, e.logprob) for e in streamed],
                          [(e.token, e.logprob) for e in content])
+
+
+class Samples(base.TimedTest):
+    def samples(self, **kw):
+        return completion(self.c, prompt=SHORT, max_tokens=24, temperature=0.8, seed=7, n=4,
+                          extra_body={"ignore_eos": True}, **kw)
+
+    def test_four_distinct_reproducible_samples(self):
+        r = self.samples()
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2, 3])
+        texts = [c.text for c in r.choices]
+        print(f"\n[test] n=4 at temperature 0.8, seed 7: {texts}", file=sys.stderr)
+        self.assertEqual(len(set(texts)), 4, texts)
+        self.assertEqual([c.text for c in self.samples().choices], texts)
+        one = completion(self.c, prompt=SHORT, max_tokens=24, temperature=0.8, seed=7,
+                         extra_body={"ignore_eos": True})
+        # The prompt is counted once; the completions add up.
+        self.assertEqual(r.usage.prompt_tokens, one.usage.prompt_tokens)
+        self.assertEqual(r.usage.completion_tokens, 4 * 24)
+        # Sample 0 draws from the request's seed, as a single request does.
+        self.assertEqual(texts[0], one.choices[0].text)
+
+    def test_streamed_chat_samples_carry_their_index(self):
+        msgs = [{"role": "user", "content": "Name a colour."}]
+        kw = dict(model=base.SERVER.name, messages=msgs, max_tokens=12, temperature=0.8, seed=3,
+                  n=3, extra_body={"ignore_eos": True})
+        plain = self.c.chat.completions.create(**kw)
+        streamed, finished, usage = {}, {}, None
+        for ch in self.c.chat.completions.create(stream=True,
+                                                 stream_options={"include_usage": True}, **kw):
+            if ch.usage:
+                usage = ch.usage
+            for c in ch.choices:
+                streamed[c.index] = streamed.get(c.index, "") + (c.delta.content or "")
+                if c.finish_reason:
+                    finished[c.index] = c.finish_reason
+        self.assertEqual(sorted(finished), [0, 1, 2])
+        self.assertEqual(streamed, {c.index: c.message.content for c in plain.choices})
+        self.assertEqual(usage.prompt_tokens, plain.usage.prompt_tokens)
+        self.assertEqual(usage.completion_tokens, 3 * 12)
+
+    def peak_bytes_held(self, n, policy):
+        """The most KV bytes /metrics showed held while one request of n samples ran."""
+        peak, running = [0.0], [True]
+
+        def poll():
+            while running[0]:
+                ms, _, _ = base.SERVER.metrics()
+                peak[0] = max(peak[0], base.metric(ms, "adakv:kv_cache_bytes_held"))
+                time.sleep(0.02)
+
+        before = base.metric(base.SERVER.metrics()[0], "adakv:prompt_tokens_total")
+        t = threading.Thread(target=poll)
+        t.start()
+        try:
+            r = completion(self.c, prompt=base.long_text(1200), max_tokens=32, temperature=0.8,
+                           n=n, extra_body={"ignore_eos": True, "kv_policy": policy,
+                                            "kv_budget": 0.2})
+        finally:
+            running[0] = False
+            t.join()
+        after = base.metric(base.SERVER.metrics()[0], "adakv:prompt_tokens_total")
+        self.assertEqual(after - before, r.usage.prompt_tokens, "the prompt counted once")
+        return peak[0]
+
+    def test_samples_share_the_prompts_blocks(self):
+        for policy in ("full", "adakv"):
+            with self.subTest(policy=policy):
+                one, four = self.peak_bytes_held(1, policy), self.peak_bytes_held(4, policy)
+                print(f"\n[test] {policy}: peak KV bytes held, n=1 {one:.0f}, n=4 {four:.0f} "
+                      f"({four / one:.2f}x; unshared would be ~4x)", file=sys.stderr)
+                self.assertGreater(one, 0)
+                # The prompt's blocks are held once: four samples add only their own tokens.
+                self.assertLess(four, 2 * one)
+
+    def test_best_of_is_refused(self):
+        with self.assertRaises(openai.BadRequestError) as cm:
+            completion(self.c, prompt=SHORT, max_tokens=2, n=2, best_of=3)
+        self.assertEqual(cm.exception.param, "best_of")
 
 
 if __name__ == "__main__":
