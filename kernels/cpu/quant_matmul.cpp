@@ -43,6 +43,7 @@
 // without -march=native. This file holds the API, the dispatch, the activation quantizer and
 // the scalar reference level.
 #include <cblas.h>
+#include <cpuid.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -86,13 +87,18 @@ const FormatInfo* find_format(uint32_t id) {
   return nullptr;
 }
 
+// F16C from CPUID itself: clang before 16 does not know "f16c" in __builtin_cpu_supports.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has(QuantLevel level) {
   switch (level) {
     case QuantLevel::kScalar:
       return true;
     case QuantLevel::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case QuantLevel::kAvx512:
       return cpu_has(QuantLevel::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
