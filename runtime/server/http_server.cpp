@@ -63,7 +63,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start() {
     if (shared_->connections > shared_->limits.max_connections) {
-      reject(503, "the server holds too many connections");
+      reject({503, "the server holds too many connections"});
       return;
     }
     read_header();
@@ -115,8 +115,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_header() {
     parser_.emplace();
-    parser_->header_limit(uint32_t(std::min<size_t>(shared_->limits.max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(shared_->limits.max_body_bytes);
+    apply_limits(*parser_, shared_->limits);
     arm_timer(shared_->limits.timeout_s);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -129,28 +128,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (timed_out_) {
       // Idle between requests: close quietly. Part of a header came: it was too slow.
       if (buffer_.size() > 0 || parser_->got_some()) {
-        return reject(408, "the request's header did not arrive in time");
+        return reject({408, "the request's header did not arrive in time"});
       }
       return close();
-    }
-    if (ec == http::error::body_limit) return reject_body_too_large();
-    if (ec == http::error::header_limit) {
-      return reject(431, "the request's header is larger than the limit of " +
-                             std::to_string(shared_->limits.max_header_bytes) + " bytes");
     }
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == net::error::connection_reset || ec == net::error::operation_aborted) {
       return close();
     }
-    if (ec) return reject(400, "malformed HTTP request: " + ec.message());
-    // A transfer coding other than chunked last leaves the body's end unknown (RFC 9112 6.3):
-    // reading on would take the body for the next request.
-    const auto& fields = parser_->get();
-    if (fields.find(http::field::transfer_encoding) != fields.end() && !parser_->chunked()) {
-      return reject(400, "unsupported Transfer-Encoding: only chunked is understood");
-    }
-    const auto length = parser_->content_length();
-    if (length && *length > shared_->limits.max_body_bytes) return reject_body_too_large();
+    if (ec) return reject(parse_error_answer(ec, shared_->limits, /*in_body=*/false));
+    if (auto refused = check_header(*parser_, shared_->limits)) return reject(*refused);
     if (parser_->is_done()) return dispatch();
     const auto& header = parser_->get();
     const auto expect = header.find(http::field::expect);
@@ -167,19 +154,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_body(beast::error_code ec) {
-    if (timed_out_) return reject(408, "the request's body did not arrive in time");
-    if (ec == http::error::body_limit) return reject_body_too_large();
+    if (timed_out_) return reject({408, "the request's body did not arrive in time"});
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == net::error::connection_reset) {
       return close();
     }
-    if (ec) return reject(400, "malformed HTTP request body: " + ec.message());
+    if (ec) return reject(parse_error_answer(ec, shared_->limits, /*in_body=*/true));
     dispatch();
-  }
-
-  void reject_body_too_large() {
-    reject(413, "the request body is larger than the limit of " +
-                    std::to_string(shared_->limits.max_body_bytes) + " bytes");
   }
 
   void dispatch() {
@@ -257,11 +238,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // An error answer after which the connection closes (what follows cannot be trusted).
-  void reject(int status, const std::string& message) {
-    http::response<http::string_body> res{http::status(status), 11};
+  void reject(const Rejection& r) {
+    http::response<http::string_body> res{http::status(r.status), 11};
     res.set(http::field::server, "adakv");
     res.set(http::field::content_type, "application/json");
-    res.body() = error_body(status, message);
+    res.body() = error_body(r.status, r.message);
     res.keep_alive(false);
     closing_ = true;
     stream_.expires_never();

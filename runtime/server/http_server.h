@@ -18,18 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/server/http_request_decoder.h"
+
 namespace adakv::server {
-
-namespace http = boost::beast::http;
-
-struct HttpLimits {
-  size_t max_body_bytes = 16u << 20;
-  size_t max_header_bytes = 16u << 10;
-  // A request's header must arrive within it (else 408), an idle keep-alive connection is
-  // closed after it, and a response write that makes no progress for it ends the connection.
-  double timeout_s = 10;
-  size_t max_connections = 4096;
-};
 
 class Session;
 
