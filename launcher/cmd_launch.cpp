@@ -4,7 +4,9 @@
 // $TMPDIR (named after its content, reused by later runs) and execs mpirun, which runs this
 // same adakv binary with SUBCOMMAND ARGS on every rank.
 // `--model` from the config is appended when the subcommand takes one and ARGS do not give it.
-// With --dry-run it prints the hostfile and the command as a shell script instead. --exec runs
+// With --dry-run it prints the hostfile and the command as a shell script instead, followed by
+// the rank map (node, local rank, device, tp/pp/dp coordinates, and each pipeline stage's layers
+// when the model file is here) as comments. --exec runs
 // PROGRAM ARGS on the ranks instead of an adakv subcommand (MPI test programs, probes).
 // The exit code and the handling of Ctrl-C are mpirun's.
 #include <fmt/format.h>
@@ -24,6 +26,7 @@
 
 #include "launcher/cluster/cluster_config.h"
 #include "launcher/cluster/mpirun_command.h"
+#include "launcher/cluster/rank_map.h"
 #include "launcher/commands.h"
 #include "runtime/model_registry.h"
 
@@ -52,17 +55,35 @@ CLI::App* find_subcommand(CLI::App& app, const std::vector<std::string>& args) {
   return found.front();
 }
 
-// Checks tp against the model's heads when the model file is here; says so when it is not.
-void check_model_here(const cluster::ClusterConfig& config) {
+// Checks tp (and the pipeline stages) against the model when the model file is here and returns
+// its layer count; says so and returns 0 when it is not.
+int check_model_here(const cluster::ClusterConfig& config) {
   std::string path;
   try {
     path = runtime::resolve_model(config.model);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "adakv launch: note: not checking tp against the model here: %s\n",
                  e.what());
-    return;
+    return 0;
   }
-  cluster::check_model_fits(config, path);
+  return cluster::check_model_fits(config, path);
+}
+
+// The rank map as shell comments, so that the dry run stays a script that can be pasted.
+std::string rank_map_comment(const cluster::ClusterConfig& config, int model_layers) {
+  const auto map = cluster::rank_map(config, model_layers);
+  std::string out = fmt::format(
+      "# {} on {} node(s){}\n", cluster::job_layout(config).describe(), map.back().node + 1,
+      config.allow_tp_across_nodes && !cluster::tp_group_span(config, map).empty()
+          ? ", TP across nodes (allow_tp_across_nodes)"
+          : "");
+  const std::string table = cluster::rank_map_table(map);
+  for (size_t at = 0; at < table.size();) {
+    const size_t nl = table.find('\n', at);
+    out += "#   " + table.substr(at, nl - at) + "\n";
+    at = nl + 1;
+  }
+  return out;
 }
 
 // The config's name as part of a file name: anything but [A-Za-z0-9._-] becomes '_'.
@@ -115,7 +136,7 @@ int exec_command(const std::vector<std::string>& argv) {
 
 int run_launch(CLI::App& app, const LaunchOptions& o) {
   cluster::ClusterConfig config = cluster::load_cluster_config(o.cluster);
-  check_model_here(config);
+  const int model_layers = check_model_here(config);
   // A server runs until it is stopped: the config's job timeout is for batch work.
   if (!o.args.empty() && o.args[0] == "serve") config.mpi.timeout_s = 0;
 
@@ -134,9 +155,10 @@ int run_launch(CLI::App& app, const LaunchOptions& o) {
 
   if (o.dry_run) {
     const std::string path = fmt::format("/tmp/adakv-{}.hostfile", file_safe(config.name));
-    std::printf("cat > %s <<'EOF'\n%sEOF\n%s\n", cluster::shell_quote(path).c_str(),
+    std::printf("cat > %s <<'EOF'\n%sEOF\n%s\n%s", cluster::shell_quote(path).c_str(),
                 hostfile.c_str(),
-                cluster::shell_join(cluster::mpirun_argv(config, path, host, program)).c_str());
+                cluster::shell_join(cluster::mpirun_argv(config, path, host, program)).c_str(),
+                rank_map_comment(config, config.pp > 1 ? model_layers : 0).c_str());
     return 0;
   }
   const auto argv =
@@ -152,7 +174,8 @@ void add_launch(CLI::App& app, Runner& selected) {
       "launch", "Run a subcommand as the ranks of an mpirun job described by a cluster config");
   auto o = std::make_shared<LaunchOptions>();
   sub->add_option("--cluster", o->cluster, "Cluster config (configs/cluster/*.yaml)")->required();
-  sub->add_flag("--dry-run", o->dry_run, "Print the hostfile and the mpirun command; run nothing");
+  sub->add_flag("--dry-run", o->dry_run,
+                "Print the hostfile, the mpirun command and the rank map; run nothing");
   sub->add_option("--exec", o->exec,
                   "Run PROGRAM ARGS on the ranks instead of an adakv subcommand");
   sub->add_option("ARGS", o->args, "After --: the adakv subcommand and its arguments");

@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+
+#include "comm/parallel_layout.h"
 
 namespace adakv::cluster {
 namespace {
@@ -140,7 +143,8 @@ ClusterConfig parse_root(const Reader& r, const YAML::Node& root, const std::str
     throw ConfigError(source + ": empty config (expected a map with backend, tp and nodes)");
   }
   r.check_keys(root, "",
-               {"name", "backend", "tp", "model", "threads_per_rank", "nodes", "mpi", "nccl"});
+               {"name", "backend", "tp", "pipeline_parallel_size", "data_parallel_size",
+                "allow_tp_across_nodes", "model", "threads_per_rank", "nodes", "mpi", "nccl"});
   ClusterConfig c;
   c.source = source;
   c.name = root["name"] ? r.scalar(root["name"], "name") : fs::path(source).stem().string();
@@ -155,8 +159,17 @@ ClusterConfig parse_root(const Reader& r, const YAML::Node& root, const std::str
     r.fail(root["backend"], "backend", fmt::format("'{}' is not cpu or cuda", backend));
   }
 
-  if (!root["tp"]) r.fail(root, "tp", "missing (the tensor-parallel size, one rank each)");
-  c.tp = r.integer(root["tp"], "tp");
+  // tp left out stays 0 here: parse_cluster_config derives it from the nodes.
+  if (root["tp"]) c.tp = r.integer(root["tp"], "tp");
+  if (root["pipeline_parallel_size"]) {
+    c.pp = r.integer(root["pipeline_parallel_size"], "pipeline_parallel_size");
+  }
+  if (root["data_parallel_size"]) {
+    c.dp = r.integer(root["data_parallel_size"], "data_parallel_size");
+  }
+  if (root["allow_tp_across_nodes"]) {
+    c.allow_tp_across_nodes = r.boolean(root["allow_tp_across_nodes"], "allow_tp_across_nodes");
+  }
   if (root["model"]) c.model = resolve_path(r.scalar(root["model"], "model"), base_dir);
   if (root["threads_per_rank"]) {
     c.threads_per_rank = r.integer(root["threads_per_rank"], "threads_per_rank");
@@ -175,6 +188,29 @@ ClusterConfig parse_root(const Reader& r, const YAML::Node& root, const std::str
   return c;
 }
 
+// The TP size of a file without `tp`: every rank the nodes offer, split into pp x dp groups.
+// Where the nodes or the sizes are themselves wrong, 1 lets validate() name that key instead.
+int implied_tp(const ClusterConfig& c) {
+  const int ranks = c.total_ranks();
+  if (ranks < 1 || c.pp < 1 || c.dp < 1) return 1;
+  try {
+    // pp x dp larger than the ranks (checked in 64 bits: the file may hold any 9-digit value).
+    if (static_cast<long long>(c.pp) * c.dp > ranks) {
+      throw std::invalid_argument(fmt::format(
+          "{} ranks do not split into {} data-parallel replica(s) of {} pipeline stage(s)", ranks,
+          c.dp, c.pp));
+    }
+    return comm::ParallelLayout::from_world(ranks, c.pp, c.dp).tp;
+  } catch (const std::invalid_argument& e) {
+    const std::string key = c.pp > 1 && c.dp > 1 ? "pipeline_parallel_size x data_parallel_size"
+                            : c.pp > 1           ? "pipeline_parallel_size"
+                                                 : "data_parallel_size";
+    throw ConfigError(
+        fmt::format("{}: {}: {} (tp is left out, so the job runs all {} {} of the nodes)", c.source,
+                    key, e.what(), ranks, c.backend == Backend::kCuda ? "GPUs" : "slots"));
+  }
+}
+
 }  // namespace
 
 ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& source_name,
@@ -187,6 +223,7 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
   }
   const Reader reader(source_name);
   ClusterConfig c = parse_root(reader, root, source_name, base_dir);
+  if (!root["tp"]) c.tp = implied_tp(c);
   c.validate();
   return c;
 }

@@ -1,6 +1,7 @@
 // A cluster config (configs/cluster/*.yaml): where the ranks of one adakv job run and how mpirun
 // starts them. The schema, key by key, is in cluster/DEPLOY.md:
-//   name, backend (cpu|cuda), tp, model, threads_per_rank,
+//   name, backend (cpu|cuda), tp, pipeline_parallel_size, data_parallel_size,
+//   allow_tp_across_nodes, model, threads_per_rank,
 //   nodes: [{host, slots (cpu) | gpus (cuda)}],
 //   mpi: {mpirun, launch_agent, btl, tcp_if_include, bind_to, oversubscribe, timeout, mca, env},
 //   nccl: {env}
@@ -55,7 +56,13 @@ struct ClusterConfig {
   std::string source;  // the file (or label) it came from, for messages
   std::string name;    // display name; defaults to the file's stem
   Backend backend = Backend::kCpu;
-  int tp = 0;                // tensor-parallel size = ranks in the job
+  int tp = 0;  // ranks of one tensor-parallel group; left out of the file, it is the nodes'
+               // ranks / (pp x dp)
+  int pp = 1;  // pipeline_parallel_size: pipeline stages per replica
+  int dp = 1;  // data_parallel_size: independent replicas
+  // A TP group's all-reduces run every layer: spanning two nodes puts them on the network, so
+  // the validation refuses it unless the file says so.
+  bool allow_tp_across_nodes = false;
   std::string model;         // name or path (relative paths resolved against the file's folder);
                              // "" = the subcommand's default model
   int threads_per_rank = 0;  // OMP_NUM_THREADS of every rank; 0 = not set
@@ -63,7 +70,8 @@ struct ClusterConfig {
   MpiSettings mpi;
   KeyValues nccl_env;  // NCCL_* variables, cuda backend only
 
-  int total_ranks() const;  // sum of the nodes' slots (cpu) or gpus (cuda)
+  int total_ranks() const;                        // sum of the nodes' slots (cpu) or gpus (cuda)
+  int job_ranks() const { return tp * pp * dp; }  // mpirun -np
   // Checks the whole config; throws ConfigError naming the file and the bad key.
   void validate() const;
 };
@@ -76,11 +84,13 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
 ClusterConfig load_cluster_config(const std::string& path);
 
 // Checks that config.tp can shard the model (model/shard.h: tp divides the attention heads and the
-// ffn width; tp divides the KV heads, or is a multiple of them when KV heads are replicated).
-// Throws ConfigError naming the file, `tp` and the model.
+// ffn width; tp divides the KV heads, or is a multiple of them when KV heads are replicated) and
+// that every pipeline stage gets a layer. Throws ConfigError naming the file, the key and the
+// model.
 void check_tp_fits(const ClusterConfig& config, const model::ModelConfig& model,
                    const std::string& model_label);
-// Reads the GGUF header at model_path and runs check_tp_fits. Throws ConfigError.
-void check_model_fits(const ClusterConfig& config, const std::string& model_path);
+// Reads the GGUF header at model_path and runs check_tp_fits; returns the model's layer count.
+// Throws ConfigError.
+int check_model_fits(const ClusterConfig& config, const std::string& model_path);
 
 }  // namespace adakv::cluster

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "launcher/cluster/cluster_config.h"
+#include "launcher/cluster/rank_map.h"
 #include "model/config.h"
 #include "model/gguf/gguf.h"
 #include "model/model_file.h"
@@ -52,11 +53,24 @@ class Validator {
     if (c_.threads_per_rank < 0) {
       fail("threads_per_rank", fmt::format("{} must be 0 (unset) or more", c_.threads_per_rank));
     }
+    if (c_.pp < 1) fail("pipeline_parallel_size", fmt::format("{} must be at least 1", c_.pp));
+    if (c_.dp < 1) fail("data_parallel_size", fmt::format("{} must be at least 1", c_.dp));
     nodes();
-    if (c_.tp > c_.total_ranks()) {
-      fail("tp", fmt::format("{} ranks do not fit: the nodes offer {} {} in all", c_.tp,
-                             c_.total_ranks(), c_.backend == Backend::kCuda ? "GPUs" : "slots"));
+    // In 64 bits: tp x pp x dp of three 9-digit values overflows an int.
+    const long long ranks = static_cast<long long>(c_.tp) * c_.pp * c_.dp;
+    if (ranks > c_.total_ranks()) {
+      const std::string key = c_.pp > 1   ? "pipeline_parallel_size"
+                              : c_.dp > 1 ? "data_parallel_size"
+                                          : "tp";
+      const std::string layout =
+          c_.pp * 1LL * c_.dp > 1
+              ? fmt::format(" (tp {} x pipeline_parallel_size {} x data_parallel_size {})", c_.tp,
+                            c_.pp, c_.dp)
+              : "";
+      fail(key, fmt::format("{} ranks{} do not fit: the nodes offer {} {} in all", ranks, layout,
+                            c_.total_ranks(), c_.backend == Backend::kCuda ? "GPUs" : "slots"));
     }
+    placement();
     mpi();
     env();
   }
@@ -81,6 +95,18 @@ class Validator {
         if (n.gpus == 0) fail(at + ".gpus", "missing (the GPUs of this node)");
       }
     }
+  }
+
+  // Every TP group on one node, unless the file allows otherwise.
+  void placement() const {
+    if (c_.allow_tp_across_nodes) return;
+    const std::string span = tp_group_span(c_, rank_map(c_));
+    if (span.empty()) return;
+    fail("tp", fmt::format("{}; its all-reduces would cross the network every layer. Keep TP "
+                           "inside a node (tp dividing each node's {}, with "
+                           "pipeline_parallel_size or data_parallel_size across the nodes), or "
+                           "say allow_tp_across_nodes: true",
+                           span, c_.backend == Backend::kCuda ? "GPUs" : "slots"));
   }
 
   void mpi() const {
@@ -120,8 +146,16 @@ class Validator {
   void env() const {
     std::set<std::string> seen;
     if (c_.threads_per_rank > 0) seen.insert("OMP_NUM_THREADS");
+    // The launcher sets these from backend, pipeline_parallel_size and data_parallel_size.
+    static const std::map<std::string, std::string> reserved = {
+        {"ADAKV_BACKEND", "backend"},
+        {"ADAKV_PP_SIZE", "pipeline_parallel_size"},
+        {"ADAKV_DP_SIZE", "data_parallel_size"}};
     auto check = [&](const std::string& key, const std::string& name) {
       if (!is_env_name(name)) fail(key, "not an environment variable name");
+      if (const auto it = reserved.find(name); it != reserved.end()) {
+        fail(key, fmt::format("set by {}", it->second));
+      }
       if (name == "OMP_NUM_THREADS" && c_.threads_per_rank > 0) {
         fail(key, "already set by threads_per_rank");
       }
@@ -165,9 +199,14 @@ void check_tp_fits(const ClusterConfig& config, const model::ModelConfig& model,
         "{}: tp: {} does not fit model {} ({} attention heads, {} KV heads): {}", config.source,
         config.tp, model_label, model.n_heads, model.n_kv_heads, e.what()));
   }
+  if (model.n_layers > 0 && config.pp > static_cast<int>(model.n_layers)) {
+    throw ConfigError(fmt::format(
+        "{}: pipeline_parallel_size: {} stages need at least as many layers; model {} has {}",
+        config.source, config.pp, model_label, model.n_layers));
+  }
 }
 
-void check_model_fits(const ClusterConfig& config, const std::string& model_path) {
+int check_model_fits(const ClusterConfig& config, const std::string& model_path) {
   model::ModelConfig m;
   try {
     m = model::ModelConfig::from_gguf(
@@ -177,6 +216,7 @@ void check_model_fits(const ClusterConfig& config, const std::string& model_path
         fmt::format("{}: model: cannot read {}: {}", config.source, model_path, e.what()));
   }
   check_tp_fits(config, m, model_path);
+  return static_cast<int>(m.n_layers);
 }
 
 }  // namespace adakv::cluster

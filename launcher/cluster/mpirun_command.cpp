@@ -18,8 +18,10 @@ LaunchHost LaunchHost::current() {
 }
 
 std::string hostfile_text(const ClusterConfig& config) {
-  std::string out = fmt::format("# adakv cluster '{}' ({}, backend {}, tp {})\n", config.name,
-                                config.source, to_string(config.backend), config.tp);
+  std::string out = fmt::format("# adakv cluster '{}' ({}, backend {}, tp {}{}{})\n", config.name,
+                                config.source, to_string(config.backend), config.tp,
+                                config.pp > 1 ? fmt::format(", pp {}", config.pp) : "",
+                                config.dp > 1 ? fmt::format(", dp {}", config.dp) : "");
   for (const auto& n : config.nodes) {
     out += fmt::format("{} slots={}\n", n.host, n.ranks(config.backend));
   }
@@ -47,13 +49,20 @@ std::vector<std::string> rank_argv(const std::string& exe, const std::vector<std
   return argv;
 }
 
+KeyValues layout_env(const ClusterConfig& config) {
+  KeyValues out;
+  if (config.pp != 1) out.emplace_back("ADAKV_PP_SIZE", std::to_string(config.pp));
+  if (config.dp != 1) out.emplace_back("ADAKV_DP_SIZE", std::to_string(config.dp));
+  return out;
+}
+
 std::vector<std::string> mpirun_argv(const ClusterConfig& config, const std::string& hostfile_path,
                                      const LaunchHost& host,
                                      const std::vector<std::string>& program) {
   const MpiSettings& m = config.mpi;
   std::vector<std::string> argv{m.mpirun};
   if (host.is_root) argv.push_back("--allow-run-as-root");
-  argv.insert(argv.end(), {"--hostfile", hostfile_path, "-np", std::to_string(config.tp),
+  argv.insert(argv.end(), {"--hostfile", hostfile_path, "-np", std::to_string(config.job_ranks()),
                            "--map-by", "slot", "--bind-to", m.bind_to});
   if (wants_oversubscribe(config, host.cores)) argv.push_back("--oversubscribe");
   if (m.timeout_s > 0) argv.insert(argv.end(), {"--timeout", std::to_string(m.timeout_s)});
@@ -74,6 +83,9 @@ std::vector<std::string> mpirun_argv(const ClusterConfig& config, const std::str
   };
   // The ranks build the config's backend (runtime::Worker reads ADAKV_BACKEND).
   env("ADAKV_BACKEND", to_string(config.backend));
+  // The job splits its ranks into stages and replicas from these (TP is what is left); a job
+  // without them is one TP group, so they are passed only when they say otherwise.
+  for (const auto& [key, value] : layout_env(config)) env(key, value);
   if (config.threads_per_rank > 0) env("OMP_NUM_THREADS", std::to_string(config.threads_per_rank));
   for (const auto& [key, value] : m.env) env(key, value);
   for (const auto& [key, value] : config.nccl_env) env(key, value);

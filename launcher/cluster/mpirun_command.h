@@ -2,10 +2,10 @@
 // what they need to know about the launching machine comes in a LaunchHost value.
 //
 // The command, in order:
-//   mpirun [--allow-run-as-root] --hostfile H -np TP --map-by slot --bind-to B [--oversubscribe]
-//          [--timeout S] [--mca k v]... [-x K=V]... PROGRAM ARGS...
+//   mpirun [--allow-run-as-root] --hostfile H -np TPxPPxDP --map-by slot --bind-to B
+//          [--oversubscribe] [--timeout S] [--mca k v]... [-x K=V]... PROGRAM ARGS...
 // --map-by slot fills each node before the next, so ranks are contiguous per node and a rank's
-// local rank (OMPI_COMM_WORLD_LOCAL_RANK) is its GPU on the cuda backend.
+// local rank (OMPI_COMM_WORLD_LOCAL_RANK) is its GPU on the cuda backend (rank_map.h).
 #pragma once
 
 #include <string>
@@ -32,6 +32,10 @@ bool wants_oversubscribe(const ClusterConfig& config, unsigned cores);
 // and args do not already give --model.
 std::vector<std::string> rank_argv(const std::string& exe, const std::vector<std::string>& args,
                                    const std::string& model, bool takes_model);
+
+// The layout's environment for every rank: ADAKV_PP_SIZE when pipeline_parallel_size is not 1,
+// ADAKV_DP_SIZE when data_parallel_size is not 1 (in that order); empty for a plain TP job.
+KeyValues layout_env(const ClusterConfig& config);
 
 // The full mpirun argv (argv[0] is config.mpi.mpirun); program is what rank_argv returned.
 std::vector<std::string> mpirun_argv(const ClusterConfig& config, const std::string& hostfile_path,

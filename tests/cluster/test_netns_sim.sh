@@ -2,7 +2,8 @@
 # ctest cluster.netns_sim: a multi-node job on one machine. Two simulated nodes (network
 # namespaces, cluster/netns) run a 2-rank job, one rank per node; the ranks must land in two
 # namespaces other than this one and exchange data over TCP across the bridge. Then
-# `adakv launch` runs configs/cluster/netns-sim.yaml (3 ranks on 2 nodes) the same way.
+# `adakv launch` runs configs/cluster/netns-sim.yaml (3 ranks on 2 nodes) the same way, and
+# configs/cluster/netns-sim-tp3-pp2.yaml (TP 3 x PP 2, 3 ranks per node, ADAKV_PP_SIZE=2).
 #   tests/cluster/test_netns_sim.sh --probe PROBE [--adakv ADAKV] [--payload PROGRAM]...
 #                                   [--tp2-model MODEL.gguf]
 # PROBE is adakv_cluster_probe; each PAYLOAD runs as a 2-rank job across the two nodes too.
@@ -122,5 +123,8 @@ if [ -n "$adakv" ]; then
   echo "== adakv launch --cluster configs/cluster/netns-sim.yaml"
   "$adakv" launch --cluster "$repo/configs/cluster/netns-sim.yaml" --exec "$probe" -- \
     --expect-ranks 3 --expect-nodes 2 --expect-env OMP_NUM_THREADS=1
+  echo "== adakv launch --cluster configs/cluster/netns-sim-tp3-pp2.yaml (one stage per node)"
+  "$adakv" launch --cluster "$repo/configs/cluster/netns-sim-tp3-pp2.yaml" --exec "$probe" -- \
+    --expect-ranks 6 --expect-nodes 2 --expect-env ADAKV_PP_SIZE=2
 fi
 echo "PASSED: ranks ran on 2 simulated nodes ($(echo "$inodes" | tr '\n' ' '))"

@@ -102,11 +102,12 @@ TEST(ClusterConfig, EveryShippedConfigParses) {
     SCOPED_TRACE(entry.path().string());
     const ClusterConfig c = load_cluster_config(entry.path().string());
     EXPECT_FALSE(c.name.empty());
-    EXPECT_GE(c.total_ranks(), c.tp);
+    EXPECT_GE(c.total_ranks(), c.job_ranks());
+    EXPECT_EQ(c.job_ranks(), c.tp * c.pp * c.dp);
     EXPECT_FALSE(hostfile_text(c).empty());
     ++n;
   }
-  EXPECT_GE(n, 4u);
+  EXPECT_GE(n, 6u);
 }
 
 TEST(ClusterConfig, LocalConfigIsThreeCpuRanksOnThisMachine) {
@@ -164,7 +165,34 @@ TEST(ClusterConfig, EveryRuleFailsWithAMessageNamingFileAndKey) {
       {"backend: cpu\ntp: 2\nnodez: []\n", {":3:", "nodez", "unknown key", "nodes"}},
       {"tp: 2\n" + nodes, {"backend", "missing"}},
       {"backend: gpu\ntp: 2\n" + nodes, {"backend", "'gpu'", "cpu or cuda"}},
-      {"backend: cpu\n" + nodes, {"tp", "missing"}},
+      {"backend: cpu\ntp: 2\npipeline_parallel_size: 0\n" + nodes,
+       {"pipeline_parallel_size", "0 must be at least 1"}},
+      {"backend: cpu\ntp: 2\npipeline_parallel_size: -2\n" + nodes,
+       {"pipeline_parallel_size", "at least 1"}},
+      {"backend: cpu\ntp: 2\npipeline_parallel_size: two\n" + nodes,
+       {":3:", "pipeline_parallel_size", "'two' is not an integer"}},
+      {"backend: cpu\ntp: 2\ndata_parallel_size: 0\n" + nodes,
+       {"data_parallel_size", "0 must be at least 1"}},
+      {"backend: cpu\ntp: 2\ndata_parallel_size: [2]\n" + nodes,
+       {"data_parallel_size", "single value"}},
+      {"backend: cpu\npipeline_parallel_size: 0\n" + nodes, {"pipeline_parallel_size"}},
+      {"backend: cpu\npipeline_parallel_size: 3\n" + nodes,
+       {"pipeline_parallel_size", "2 ranks do not split", "tp is left out", "2 slots"}},
+      {"backend: cpu\ndata_parallel_size: 4\n" + nodes,
+       {"data_parallel_size", "2 ranks do not split"}},
+      {"backend: cpu\ntp: 2\npipeline_parallel_size: 2\n" + nodes,
+       {"pipeline_parallel_size",
+        "4 ranks (tp 2 x pipeline_parallel_size 2 x data_parallel_size 1) do not fit", "2 slots"}},
+      {"backend: cpu\ntp: 1\ndata_parallel_size: 3\n" + nodes,
+       {"data_parallel_size", "3 ranks", "do not fit"}},
+      {"backend: cpu\ntp: 1\nallow_tp_across_nodes: yes please\n" + nodes,
+       {"allow_tp_across_nodes", "not true or false"}},
+      {"backend: cpu\ntp: 1\nmpi:\n  env:\n    ADAKV_PP_SIZE: 2\n" + nodes,
+       {"mpi.env.ADAKV_PP_SIZE", "set by pipeline_parallel_size"}},
+      {"backend: cpu\ntp: 1\nmpi:\n  env:\n    ADAKV_DP_SIZE: 2\n" + nodes,
+       {"mpi.env.ADAKV_DP_SIZE", "set by data_parallel_size"}},
+      {"backend: cpu\ntp: 1\nmpi:\n  env:\n    ADAKV_BACKEND: cuda\n" + nodes,
+       {"mpi.env.ADAKV_BACKEND", "set by backend"}},
       {"backend: cpu\ntp: three\n" + nodes, {"tp", "'three' is not an integer"}},
       {"backend: cpu\ntp: 0\n" + nodes, {"tp", "at least 1"}},
       {"backend: cpu\ntp: 3\n" + nodes, {"tp", "3 ranks do not fit", "2 slots"}},
@@ -209,6 +237,58 @@ TEST(ClusterConfig, EveryRuleFailsWithAMessageNamingFileAndKey) {
       EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
     }
   }
+}
+
+TEST(ClusterConfig, ParallelSizesDefaultToOneAndTpIsImpliedWhenLeftOut) {
+  const ClusterConfig plain = parse_cluster_config(kMinimal, "test.yaml");
+  EXPECT_EQ(plain.pp, 1);
+  EXPECT_EQ(plain.dp, 1);
+  EXPECT_FALSE(plain.allow_tp_across_nodes);
+  EXPECT_EQ(plain.job_ranks(), 2);
+
+  // No tp: every slot of the nodes, split into pp x dp groups.
+  const std::string four = "backend: cpu\nnodes:\n  - host: a\n    slots: 4\n";
+  const ClusterConfig all = parse_cluster_config(four, "test.yaml");
+  EXPECT_EQ(all.tp, 4);
+  const ClusterConfig pp = parse_cluster_config(four + "pipeline_parallel_size: 2\n", "t.yaml");
+  EXPECT_EQ(pp.tp, 2);
+  EXPECT_EQ(pp.pp, 2);
+  const ClusterConfig both =
+      parse_cluster_config(four + "pipeline_parallel_size: 2\ndata_parallel_size: 2\n", "t.yaml");
+  EXPECT_EQ(both.tp, 1);
+  EXPECT_EQ(both.job_ranks(), 4);
+  // tp given: the job is tp x pp x dp ranks, fewer than the slots if so.
+  const ClusterConfig given = parse_cluster_config(four + "tp: 1\ndata_parallel_size: 3\n", "t");
+  EXPECT_EQ(given.tp, 1);
+  EXPECT_EQ(given.job_ranks(), 3);
+
+  EXPECT_EQ(error_of(four + "pipeline_parallel_size: 3\ndata_parallel_size: 2\n"),
+            "test.yaml: pipeline_parallel_size x data_parallel_size: 4 ranks do not split into 2 "
+            "data-parallel replica(s) of 3 pipeline stage(s) (tp is left out, so the job runs all "
+            "4 slots of the nodes)");
+}
+
+TEST(ClusterConfig, PipelineStagesMustHaveLayers) {
+  adakv::model::ModelConfig m;
+  m.n_heads = 8;
+  m.n_kv_heads = 8;
+  m.ffn_dim = 24;
+  m.vocab_size = 8;
+  m.n_layers = 2;
+  ClusterConfig c = with_tp(2);
+  c.pp = 2;
+  EXPECT_NO_THROW(check_tp_fits(c, m, "m"));
+  c.pp = 3;
+  try {
+    check_tp_fits(c, m, "m");
+    FAIL() << "3 stages accepted for 2 layers";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "test.yaml: pipeline_parallel_size: 3 stages need at least as many layers; model "
+                 "m has 2");
+  }
+  // The GGUF header's block count is the layer count.
+  EXPECT_EQ(check_model_fits(with_tp(1), write_model("layers", 8, 8)), 1);
 }
 
 TEST(ClusterConfig, MissingFileIsNamed) {
@@ -313,6 +393,51 @@ TEST(MpirunCommand, MultiNodeCudaCommandCarriesNcclAndTransport) {
   EXPECT_FALSE(contains(argv, {"--oversubscribe"}));
 }
 
+TEST(MpirunCommand, LayoutEnvironmentOnlyWhenItIsNotOne) {
+  auto layout_words = [](const std::vector<std::string>& argv) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-x" && (argv[i + 1].rfind("ADAKV_PP_SIZE", 0) == 0 ||
+                              argv[i + 1].rfind("ADAKV_DP_SIZE", 0) == 0)) {
+        out.push_back(argv[i + 1]);
+      }
+    }
+    return out;
+  };
+  using V = std::vector<std::string>;
+  const std::vector<std::string> program = {"/bin/adakv", "serve"};
+  const LaunchHost host{false, 4};
+
+  const ClusterConfig tp16 = load_cluster_config(kConfigDir + "h100x8-2node.yaml");
+  EXPECT_TRUE(layout_env(tp16).empty());
+  EXPECT_EQ(layout_words(mpirun_argv(tp16, "/tmp/h", host, program)), V{});
+
+  const ClusterConfig pp = load_cluster_config(kConfigDir + "h100x8-2node-tp8-pp2.yaml");
+  EXPECT_EQ(layout_env(pp), (KeyValues{{"ADAKV_PP_SIZE", "2"}}));
+  const auto pp_argv = mpirun_argv(pp, "/tmp/h", host, program);
+  EXPECT_EQ(layout_words(pp_argv), V{"ADAKV_PP_SIZE=2"});
+  EXPECT_TRUE(contains(pp_argv, {"-np", "16"}));
+  EXPECT_TRUE(contains(pp_argv, {"-x", "ADAKV_BACKEND=cuda", "-x", "ADAKV_PP_SIZE=2"}));
+
+  const ClusterConfig dp = load_cluster_config(kConfigDir + "h100x8-2node-dp2-tp8.yaml");
+  EXPECT_EQ(layout_env(dp), (KeyValues{{"ADAKV_DP_SIZE", "2"}}));
+  const auto dp_argv = mpirun_argv(dp, "/tmp/h", host, program);
+  EXPECT_EQ(layout_words(dp_argv), V{"ADAKV_DP_SIZE=2"});
+  EXPECT_TRUE(contains(dp_argv, {"-np", "16"}));
+
+  ClusterConfig both = parse_cluster_config(
+      "backend: cpu\npipeline_parallel_size: 2\ndata_parallel_size: 3\nnodes:\n"
+      "  - host: a\n    slots: 6\n",
+      "test.yaml");
+  EXPECT_EQ(both.tp, 1);
+  EXPECT_EQ(layout_words(mpirun_argv(both, "/tmp/h", host, program)),
+            (V{"ADAKV_PP_SIZE=2", "ADAKV_DP_SIZE=3"}));
+  EXPECT_TRUE(contains(mpirun_argv(both, "/tmp/h", host, program), {"-np", "6"}));
+  EXPECT_NE(hostfile_text(both).find("(test.yaml, backend cpu, tp 1, pp 2, dp 3)"),
+            std::string::npos)
+      << hostfile_text(both);
+}
+
 TEST(MpirunCommand, NetnsSimCommandUsesTheAgent) {
   const ClusterConfig c = load_cluster_config(kConfigDir + "netns-sim.yaml");
   const auto argv = mpirun_argv(c, "/tmp/h", LaunchHost{true, 2}, {"/bin/adakv", "generate"});
@@ -356,6 +481,33 @@ TEST(LaunchCli, DryRunPrintsHostfileAndCommand) {
   if (geteuid() == 0) {
     EXPECT_NE(r.out.find("--allow-run-as-root"), std::string::npos);
   }
+}
+
+TEST(LaunchCli, DryRunPrintsTheRankMap) {
+  // The model is not on this machine: no layers column, and no host is contacted.
+  const CliRun r = run_adakv("launch --cluster " + kConfigDir +
+                             "h100x8-2node-tp8-pp2.yaml --dry-run -- serve --host 0.0.0.0");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find(" -np 16 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" -x ADAKV_PP_SIZE=2 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ADAKV_DP_SIZE"), std::string::npos) << r.out;
+  const std::string map =
+      "# TP 8 x PP 2 x DP 1 (16 ranks) on 2 node(s)\n"
+      "#   rank  node   local  device  tp  pp  dp\n"
+      "#      0  node1      0       0   0   0   0\n"
+      "#      1  node1      1       1   1   0   0\n";
+  EXPECT_NE(r.out.find(map), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#      8  node2      0       0   0   1   0\n"), std::string::npos);
+  EXPECT_NE(r.out.find("#     15  node2      7       7   7   1   0\n"), std::string::npos);
+
+  const CliRun tp16 =
+      run_adakv("launch --cluster " + kConfigDir + "h100x8-2node.yaml --dry-run -- serve");
+  ASSERT_EQ(tp16.rc, 0) << tp16.out;
+  EXPECT_NE(tp16.out.find("# TP 16 x PP 1 x DP 1 (16 ranks) on 2 node(s), TP across nodes "
+                          "(allow_tp_across_nodes)\n"),
+            std::string::npos)
+      << tp16.out;
+  EXPECT_NE(tp16.out.find("#     15  node2      7       7  15   0   0\n"), std::string::npos);
 }
 
 TEST(LaunchCli, DryRunKeepsTheUsersModelAndSkipsItForInspect) {
