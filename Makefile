@@ -1,12 +1,15 @@
 # The two commands of the README, and their parts. Each target does its own setup.
 #   make demo   long-prompt generation on the default model
-#   make test   every test: unit, hostile files and HTTP requests under ASan+UBSan, real model
+#   make test   every test: unit, hostile files and HTTP requests under ASan+UBSan, the fuzz
+#               targets for a short while, real model
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build demo test test-asan bench bench-tp format clean
+.PHONY: setup build demo test test-asan fuzz-smoke bench bench-tp format clean
 
 setup:
 	bash cluster/setup-node.sh
@@ -35,7 +38,7 @@ demo: setup $(BUILD)/build.ninja
 	@grep -E "^kept|^roles" $(BUILD)/demo-profile.txt
 	@echo "== head budgets: $(BUILD)/demo-profile/head_budgets.svg (and .png)"
 
-test: build test-asan
+test: build test-asan fuzz-smoke
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
 
 # Hostile input under AddressSanitizer + UndefinedBehaviorSanitizer: corrupt GGUF files for the
@@ -45,6 +48,16 @@ test-asan: setup
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv_corrupt_file_tests adakv
 	$(BUILD_ASAN)/tests/adakv_corrupt_file_tests
 	python3 tests/server/bad_input_suite.py --adakv $(BUILD_ASAN)/adakv
+
+# Every libFuzzer target (tests/fuzz/targets: the parsers of files, requests, configs and
+# control-plane messages) under ASan+UBSan: its regression inputs, then FUZZ_SECONDS of fuzzing
+# from the seed corpora. Clang only, in its own build folder.
+fuzz-smoke: setup
+	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_FUZZ=ON -DADAKV_CUDA=OFF \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS)
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target adakv_fuzz
+	python3 tests/tools/make_fuzz_corpus.py $(BUILD_FUZZ)/fuzz-corpus
+	bash tests/fuzz/run_fuzz_smoke.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
 
 # Prefill/decode tokens/s at 512, 2048 and 8000 tokens, next to llama.cpp on the same file.
 bench: build
@@ -59,4 +72,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

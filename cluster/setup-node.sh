@@ -63,6 +63,7 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-dev libomp-dev
   python3 python3-pip python3-venv
   librsvg2-bin
 )
