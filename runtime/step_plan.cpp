@@ -50,8 +50,10 @@ StepPlan decode_plan(const std::string& bytes) {
   p.report = in.get_vector<uint64_t>();
   p.release = in.get_vector<uint64_t>();
   p.start = in.get_vector<SequenceStart>();
+  for (const auto& s : p.start) in.check_bool(s.record_scores);
   p.end_lookahead = in.get_vector<uint64_t>();
   p.fork = in.get_vector<SequenceFork>();
+  for (const auto& f : p.fork) in.check_bool(f.share);
   p.gather_scores = in.get_vector<uint64_t>();
   const auto n = in.get<uint64_t>();
   if (n > bytes.size()) in.fail("truncated");

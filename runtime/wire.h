@@ -36,6 +36,12 @@ class Reader {
   template <class T>
   T get() {
     static_assert(std::is_trivially_copyable_v<T>);
+    // A byte other than 0 or 1 is no bool: loading it as one is undefined behaviour.
+    if constexpr (std::is_same_v<T, bool>) {
+      const auto b = get<uint8_t>();
+      if (b > 1) fail("a bool that is neither 0 nor 1");
+      return b == 1;
+    }
     if (in_.size() - pos_ < sizeof(T)) fail("truncated");
     T v;
     std::memcpy(&v, in_.data() + pos_, sizeof v);
@@ -49,6 +55,12 @@ class Reader {
     std::vector<T> v(n);
     for (auto& x : v) x = get<T>();
     return v;
+  }
+  // For a struct read whole (get<T>): its bool member must hold 0 or 1 before anything reads it.
+  void check_bool(const bool& member) const {
+    uint8_t b;
+    std::memcpy(&b, &member, 1);
+    if (b > 1) fail("a bool that is neither 0 nor 1");
   }
   bool done() const { return pos_ == in_.size(); }
   [[noreturn]] void fail(const char* why) const {

@@ -1,6 +1,7 @@
 // Step plans survive the control plane's encoding; damaged messages are refused.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <stdexcept>
 
 #include "runtime/engine_command.h"
@@ -73,6 +74,27 @@ TEST(StepPlan, RefusesDamagedMessages) {
     EXPECT_THROW(decode_plan(bytes.substr(0, n)), std::runtime_error) << "prefix " << n;
   }
   EXPECT_THROW(decode_plan(bytes + "x"), std::runtime_error);
+}
+
+// A byte other than 0 or 1 where a bool travels is refused: loading it as a bool is undefined
+// behaviour (found by the wire fuzz target).
+TEST(StepPlan, RefusesBytesThatAreNoBool) {
+  StepPlan entry_only;
+  entry_only.entries = {{11, {1}, true}};
+  std::string bytes = encode_plan(entry_only);
+  const size_t logits_at = 7 * 8 + 8 + 8 + 4;  // six empty lists, the entry count, id, tokens
+  ASSERT_EQ(bytes[logits_at], 1);
+  bytes[logits_at] = 2;
+  EXPECT_THROW(decode_plan(bytes), std::runtime_error);
+
+  StepPlan start_only;
+  start_only.start = {SequenceStart{}};
+  start_only.start[0].record_scores = true;
+  bytes = encode_plan(start_only);
+  const size_t record_at = 3 * 8 + offsetof(SequenceStart, record_scores);
+  ASSERT_EQ(bytes[record_at], 1);
+  bytes[record_at] = 2;
+  EXPECT_THROW(decode_plan(bytes), std::runtime_error);
 }
 
 TEST(ServingConfig, NamesTheBadField) {
