@@ -79,6 +79,24 @@ void Communicator::all_gather_bytes(const void* in, size_t bytes, void* out) {
   if (bytes > 0) do_all_gather_bytes(in, bytes, out);
 }
 
+void Communicator::send(const void* data, size_t bytes, int peer) {
+  Timer t(stats_.send_s);
+  if (bytes > 0) do_send(data, bytes, peer);
+}
+
+void Communicator::recv(void* data, size_t bytes, int peer) {
+  Timer t(stats_.recv_s);
+  if (bytes > 0) do_recv(data, bytes, peer);
+}
+
+void Communicator::do_send(const void*, size_t, int) {
+  throw std::logic_error(std::string("the ") + backend() + " communicator has no point to point");
+}
+
+void Communicator::do_recv(void*, size_t, int) {
+  throw std::logic_error(std::string("the ") + backend() + " communicator has no point to point");
+}
+
 std::unique_ptr<Communicator> Communicator::duplicate() const {
   throw std::logic_error(std::string("the ") + backend() + " communicator cannot be duplicated");
 }

@@ -24,7 +24,7 @@ class CommError : public std::runtime_error {
 
 // Seconds and calls spent in each collective since construction (for benchmarks).
 struct CommStats {
-  double all_reduce_s = 0, all_gather_s = 0, broadcast_s = 0;
+  double all_reduce_s = 0, all_gather_s = 0, broadcast_s = 0, send_s = 0, recv_s = 0;
   size_t all_reduce_calls = 0, all_reduce_bytes = 0;
 };
 
@@ -54,6 +54,12 @@ class Communicator {
   // without spinning a core. Every rank of the broadcast must call this one.
   void broadcast_patiently(void* data, size_t bytes, int root = 0);
   void barrier();
+  // Point to point (pipeline stages): bytes [0, bytes) to / from rank `peer` of this group.
+  // Messages between two ranks arrive in the order they were sent; send may return before the
+  // peer received (the buffer is reusable on return). A transport without point to point throws
+  // std::logic_error.
+  void send(const void* data, size_t bytes, int peer);
+  void recv(void* data, size_t bytes, int peer);
   // A new communicator over the same ranks whose messages never match this one's (collective:
   // every rank calls it together). Throws std::logic_error where the transport has none.
   virtual std::unique_ptr<Communicator> duplicate() const;
@@ -71,6 +77,8 @@ class Communicator {
   virtual void do_barrier() = 0;
   virtual void do_all_reduce_int64(int64_t* data, size_t n, ReduceOp op);
   virtual void do_all_gather_bytes(const void* in, size_t bytes, void* out);
+  virtual void do_send(const void* data, size_t bytes, int peer);
+  virtual void do_recv(void* data, size_t bytes, int peer);
 
  private:
   CommStats stats_;

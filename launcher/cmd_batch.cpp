@@ -19,6 +19,7 @@
 #include "launcher/engine_flags.h"
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/request_json.h"
@@ -36,6 +37,7 @@ struct BatchOptions {
   bool quiet = false;
   EngineFlags engine;
   CompressionFlags compression;
+  ParallelFlags parallel;
   ChatTemplateFlag chat_template;
 };
 
@@ -76,7 +78,8 @@ class Progress {
 int run_batch(const BatchOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Worker engine(model_path, tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(model_path, job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   o.chat_template.apply(engine, /*renders_chats=*/false);  // only lines with messages need it
 
@@ -183,6 +186,7 @@ void add_batch(CLI::App& app, Runner& selected) {
   o->compression.model_preset = true;
   o->compression.serving = true;
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   o->chat_template.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_batch(*o); }; });
 }

@@ -20,6 +20,7 @@
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/worker.h"
@@ -52,6 +53,7 @@ struct BenchOptions {
   std::string batched_bin;  // empty: the script looks in $ADAKV_HOME/llama.cpp/build/bin
   std::string python = "python3";
   CompressionFlags compression;  // the policy compared with the full cache; its KV dtype is used
+  ParallelFlags parallel;
 };
 
 struct Speeds {
@@ -354,7 +356,8 @@ int run_bench(const BenchOptions& o) {
     if (kernels::num_threads() > 1) threads.push_back(kernels::num_threads());
   }
   const std::string path = runtime::resolve_model(o.model);
-  runtime::Worker engine(path, tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(path, job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   const auto& cfg = engine.model().config();
   const size_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
@@ -510,6 +513,7 @@ void add_bench(CLI::App& app, Runner& selected) {
   sub->add_option("--python", o->python,
                   "Python interpreter for the peer scripts (they fall back to $ADAKV_HOME/venv)");
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   add_bench_batch(sub, selected);
   // `bench batch` sets its own runner; plain `bench` runs this one.
   sub->callback([o, sub, &selected] {

@@ -15,6 +15,7 @@
 #include "launcher/compression_flags.h"
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "runtime/engine.h"
 #include "runtime/model_registry.h"
 #include "runtime/worker.h"
@@ -39,6 +40,7 @@ struct BenchBatchOptions {
   int threads = 0;
   std::string text_file = "/usr/share/common-licenses/GPL-3";
   CompressionFlags compression;
+  ParallelFlags parallel;
 };
 
 double now_s() {
@@ -86,7 +88,8 @@ LoopRun run_requests(runtime::Worker& engine, const runtime::ServingConfig& conf
 int run_bench_batch(const BenchBatchOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Worker engine(model_path, tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(model_path, job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   std::ifstream in(o.text_file);
   if (!in) throw std::runtime_error("cannot read benchmark text " + o.text_file);
@@ -225,6 +228,7 @@ void add_bench_batch(CLI::App* bench_app, Runner& selected) {
   o->compression.model_preset = true;
   o->compression.serving = true;
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_bench_batch(*o); }; });
 }
 

@@ -18,6 +18,7 @@
 #include "launcher/compression_flags.h"
 #include "launcher/eval_runs.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "runtime/eval/eval_report.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/niah.h"
@@ -44,6 +45,7 @@ struct EvalOptions {
   std::vector<std::string> haystack;
   int threads = 0;
   CompressionFlags compression;
+  ParallelFlags parallel;
   ChatTemplateFlag chat_template;
 };
 
@@ -195,7 +197,8 @@ int run_eval_command(const EvalOptions& o) {
   }
   spec.runs = eval_runs(o.compression, o.policies, o.budgets);
 
-  runtime::Worker engine(runtime::resolve_model(o.model), tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(runtime::resolve_model(o.model), job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   o.chat_template.apply(engine, /*renders_chats=*/true);  // every task's question is a chat
   std::fprintf(stderr,
@@ -286,6 +289,7 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   o->chat_template.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_eval_command(*o); }; });
 }

@@ -16,6 +16,7 @@
 #include "launcher/compression_flags.h"
 #include "launcher/eval_runs.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/ppl.h"
 #include "runtime/model_registry.h"
@@ -37,6 +38,7 @@ struct PplOptions {
   std::vector<std::string> text;
   int threads = 0;
   CompressionFlags compression;
+  ParallelFlags parallel;
 };
 
 int run_ppl_command(const PplOptions& o) {
@@ -50,7 +52,8 @@ int run_ppl_command(const PplOptions& o) {
   spec.text_files = o.text;
   spec.runs = eval_runs(o.compression, o.policies, o.budgets);
 
-  runtime::Worker engine(runtime::resolve_model(o.model), tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(runtime::resolve_model(o.model), job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   std::fprintf(stderr,
                "[eval] ppl: %zu contexts (%zu lengths x %zu), %zu runs per context, %zu threads\n",
@@ -111,6 +114,7 @@ void add_eval_ppl(CLI::App* eval_app, Runner& selected) {
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_ppl_command(*o); }; });
 }
 

@@ -18,6 +18,7 @@
 #include "launcher/compression_flags.h"
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "launcher/sampling_flags.h"
 #include "launcher/text_file.h"
 #include "runtime/engine.h"
@@ -44,6 +45,7 @@ struct GenerateOptions {
   std::vector<std::string> compare;
   std::string logits_file;
   CompressionFlags compression;
+  ParallelFlags parallel;
   ChatTemplateFlag chat_template;
   SamplingFlags sampling;
 };
@@ -93,7 +95,8 @@ int run_generate(const GenerateOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Worker engine(model_path, tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(model_path, job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   o.chat_template.apply(engine, o.chat);
 
@@ -175,6 +178,7 @@ void add_generate(CLI::App& app, Runner& selected) {
   o->compression.default_min_keep = compression::kGenerateMinKeep;
   o->compression.model_preset = true;
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   o->chat_template.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {

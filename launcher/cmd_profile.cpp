@@ -17,6 +17,7 @@
 #include "launcher/commands.h"
 #include "launcher/compression_flags.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "launcher/text_file.h"
 #include "runtime/model_registry.h"
 #include "runtime/profile/prompt_profile.h"
@@ -38,6 +39,7 @@ struct ProfileOptions {
   bool json = false;
   int threads = 0;
   CompressionFlags compression;
+  ParallelFlags parallel;
   ChatTemplateFlag chat_template;
 };
 
@@ -134,7 +136,8 @@ int run_profile(const ProfileOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Worker engine(model_path, tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(model_path, job.groups, job.world);
   if (!engine.is_root()) return engine.follow();
   o.chat_template.apply(engine, o.chat);
 
@@ -210,6 +213,7 @@ void add_profile(CLI::App& app, Runner& selected) {
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   o->chat_template.add_to(sub);
   sub->callback([o, p, pf, &selected] {
     if (p->count() == 0 && pf->count() == 0) {

@@ -20,6 +20,7 @@
 #include "launcher/engine_flags.h"
 #include "launcher/generate_output.h"
 #include "launcher/job.h"
+#include "launcher/parallel_flags.h"
 #include "runtime/model_registry.h"
 #include "runtime/server/front_door.h"
 #include "runtime/server/http_server.h"
@@ -37,6 +38,7 @@ struct ServeOptions {
   int threads = 0;
   EngineFlags engine;
   CompressionFlags compression;
+  ParallelFlags parallel;
   ChatTemplateFlag chat_template;
 };
 
@@ -52,7 +54,8 @@ std::string default_served_name(const std::string& path) {
 int run_serve(const ServeOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  runtime::Worker engine(model_path, tp_group(), job_world());
+  const auto job = job_groups(o.parallel.pipeline_stages());
+  runtime::Worker engine(model_path, job.groups, job.world);
   if (!engine.is_root()) {
     // Only rank 0 decides when to stop; it tells the others (a signal that mpirun forwards to
     // every rank must not end a follower in the middle of a step).
@@ -174,6 +177,7 @@ void add_serve(CLI::App& app, Runner& selected) {
   o->compression.model_preset = true;
   o->compression.serving = true;
   o->compression.add_to(sub);
+  o->parallel.add_to(sub);
   o->chat_template.add_to(sub);
   sub->callback([o, &selected] { selected = [o] { return run_serve(*o); }; });
 }

@@ -1,6 +1,11 @@
 #include "launcher/job.h"
 
+#include <stdexcept>
+#include <string>
+
+#include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_job.h"
+#include "comm/parallel_layout.h"
 
 namespace adakv::cli {
 namespace {
@@ -9,6 +14,10 @@ struct JobState {
   std::unique_ptr<comm::MpiJob> mpi;
   std::unique_ptr<comm::Communicator> tp;
   comm::World world = comm::World::single();
+  // Built by job_groups() with pipeline stages: the stage's tensor-parallel group and the
+  // pipeline of this tensor-parallel rank.
+  int pp = 0;
+  std::unique_ptr<comm::Communicator> stage_tp, pipe;
 };
 
 JobState& state() {
@@ -28,6 +37,8 @@ Job::Job(int* argc, char*** argv) {
 
 Job::~Job() {
   auto& s = state();
+  s.pipe.reset();
+  s.stage_tp.reset();
   s.tp.reset();
   s.mpi.reset();
 }
@@ -38,6 +49,29 @@ comm::Communicator* tp_group() {
 
 comm::World job_world() {
   return state().world;
+}
+
+JobGroups job_groups(int pp) {
+  auto& s = state();
+  if (s.pp != 0 && s.pp != pp) {
+    throw std::logic_error("job_groups: the job is already split into " + std::to_string(s.pp) +
+                           " pipeline stages");
+  }
+  const auto layout = comm::ParallelLayout::from_world(s.world.size, pp, 1);
+  if (pp == 1) {
+    s.pp = 1;
+    return {{s.tp.get(), s.tp.get(), nullptr}, s.world};
+  }
+  if (s.pp == 0) {
+    s.world = layout.place(s.world);
+    const comm::World& w = s.world;
+    // The stage's TP group: the tp consecutive ranks of (dp_rank, pp_rank). The pipeline: the
+    // ranks of the replica with this tp_rank, ordered by stage.
+    s.stage_tp = comm::make_mpi_split_communicator(w.dp_rank * w.pp_size + w.pp_rank, w.tp_rank);
+    s.pipe = comm::make_mpi_split_communicator(w.dp_rank * w.tp_size + w.tp_rank, w.pp_rank);
+    s.pp = pp;
+  }
+  return {{s.tp.get(), s.stage_tp.get(), s.pipe.get()}, s.world};
 }
 
 bool is_job_root() {

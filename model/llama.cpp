@@ -16,10 +16,11 @@ namespace adakv::model {
 namespace k = adakv::kernels;
 
 LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
-                       comm::DeviceGroup* tp, kernels::Backend& backend)
+                       comm::DeviceGroup* tp, kernels::Backend& backend, PipelineStage stage)
     : config_(std::move(config)),
       local_(shard.local(config_)),
       shard_(shard),
+      stage_(stage),
       weights_(std::move(weights)),
       tp_(tp && tp->size() > 1 ? tp : nullptr),
       backend_(&backend),
@@ -30,6 +31,14 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
     throw std::invalid_argument(
         "LlamaModel: the shard's tensor-parallel rank and size must be "
         "those of the communicator");
+  }
+  if (stage_.end(config_.n_layers) > config_.n_layers ||
+      stage_.layer_begin >= stage_.end(config_.n_layers) || (stage_.count > 1 && !stage_.channel)) {
+    throw std::invalid_argument(
+        "LlamaModel: pipeline stage " + std::to_string(stage_.index) + " of " +
+        std::to_string(stage_.count) + " has layers [" + std::to_string(stage_.layer_begin) + ", " +
+        std::to_string(stage_.end(config_.n_layers)) + ") of " + std::to_string(config_.n_layers) +
+        (stage_.channel ? "" : " and no channel"));
   }
   weights_.upload(*backend_);
 }
@@ -43,7 +52,7 @@ LlamaModel LlamaModel::load(const std::string& path, kernels::Backend& backend) 
 }
 
 bool LlamaModel::computes_logits() const {
-  return shard_.tp_rank == 0 || shard_.lm_head == LmHeadMode::kVocabParallel;
+  return stage_.last() && (shard_.tp_rank == 0 || shard_.lm_head == LmHeadMode::kVocabParallel);
 }
 
 Logits LlamaModel::forward(const int32_t* tokens, size_t n, KvCache& cache, size_t n_logits) const {
@@ -299,8 +308,23 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch) con
                     weights_.token_embd.layout(), ids, count, config_.vocab_size, D);
     }
   };
-  embed(x, tokens, head_rows);
-  if (tail > 0 && tail_begin == 0) embed(tail_x, tokens + head_rows, tail);
+  // Pipeline stages. Every sequence but the tail runs every layer, so its rows cross every
+  // stage. The tail's residual goes with it through the stages its range [tail_begin, tail_end)
+  // touches and stays, after the step, on the stage that holds its next layer: a stage takes
+  // part when tail_begin < its end and tail_end >= its begin, receives when the range began on
+  // an earlier stage, and sends when the range reaches its end (the next stage then keeps the
+  // residual even if it runs none of its layers in this step).
+  const size_t stage_begin = stage_.layer_begin, stage_end = stage_.end(L);
+  const bool tail_here = tail > 0 && tail_begin < stage_end && tail_end >= stage_begin;
+  const bool tail_in = tail_here && !stage_.first() && tail_begin < stage_begin;
+  const bool tail_out = tail_here && !stage_.last() && tail_end >= stage_end;
+  if (stage_.first()) {
+    embed(x, tokens, head_rows);
+    if (tail > 0 && tail_begin == 0) embed(tail_x, tokens + head_rows, tail);
+  } else {
+    stage_.channel->recv_prev(x, head_rows * D);
+    if (tail_in) stage_.channel->recv_prev(tail_x, tail * D);
+  }
 
   // x rows of slice `sl` += the slice's RowParallel output: accumulated in place on one rank,
   // else each rank's share in h, summed over the ranks.
@@ -315,7 +339,7 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch) con
     be.add(xs, xs, h, sl.count * D);
   };
 
-  for (size_t l = 0; l < L; ++l) {
+  for (size_t l = stage_begin; l < stage_end; ++l) {
     const auto& w = weights_.layers[l];
     const bool all = tail == 0 || (l >= tail_begin && l < tail_end);
     const size_t m = all ? n : head_rows;  // the rows this layer runs
@@ -353,6 +377,10 @@ Logits LlamaModel::run(const int32_t* host_tokens, size_t n, KvBatch& batch) con
       be.swiglu(act, gate_up, sl.count, F);
       add_row_parallel(w.w_down, sl, act);
     }
+  }
+  if (!stage_.last()) {
+    stage_.channel->send_next(x, head_rows * D);
+    if (tail_out) stage_.channel->send_next(tail_x, tail * D);
   }
   batch.commit();
   const size_t n_logits = logit_rows.size();

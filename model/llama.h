@@ -6,7 +6,10 @@
 //   logits = lm_head(rmsnorm(x))
 // Under tensor parallelism (model/shard.h) each rank runs its heads and ffn columns; the
 // partial outputs of o_proj and down_proj are summed with the device group's all_reduce, the
-// only collective of the layer stack.
+// only collective of the layer stack. Under pipeline parallelism (model/pipeline_stage.h) a rank
+// runs only its stage's layers: the first stage embeds, a later one receives the residual rows
+// from the one before, every stage but the last sends them on, and the last alone writes logits.
+// Layer indices stay the model's (a stage's caches are addressed by them too).
 //
 // Every activation, weight and logit lives in the backend's memory: token ids and positions
 // are uploaded at the start of a forward, logits stay in the backend until the caller
@@ -21,6 +24,7 @@
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/pipeline_stage.h"
 #include "model/weights.h"
 
 namespace adakv::model {
@@ -39,8 +43,10 @@ class LlamaModel {
   // `tp` (not owned, outliving the model) is the device group of `shard`'s tensor-parallel
   // group; null for one rank. The weights are uploaded to `backend` (outliving the model),
   // where every op runs.
+  // `stage`: the layers this rank runs (default: all) and the channel to its neighbours; the
+  // weights must have been loaded for the same stage.
   LlamaModel(ModelConfig config, Weights weights, ShardLayout shard, comm::DeviceGroup* tp,
-             kernels::Backend& backend);
+             kernels::Backend& backend, PipelineStage stage = {});
   // Reads config and weights from a GGUF file, one rank on `backend` (throws naming what is
   // wrong).
   static LlamaModel load(const std::string& path, kernels::Backend& backend);
@@ -48,11 +54,12 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }       // the whole model's
   const ModelConfig& local_config() const { return local_; }  // this rank's heads and ffn
   const ShardLayout& shard() const { return shard_; }
+  const PipelineStage& stage() const { return stage_; }
   const Weights& weights() const { return weights_; }
   comm::DeviceGroup* tp() const { return tp_; }
   kernels::Backend& backend() const { return *backend_; }
-  // True when this rank's forward writes logits (rank 0, or every rank with a vocab-parallel
-  // LM head).
+  // True when this rank's forward writes logits (on the last pipeline stage: its tensor-parallel
+  // rank 0, or every rank with a vocab-parallel LM head).
   bool computes_logits() const;
 
   // Token ids are host memory in every forward (the model uploads them).
@@ -87,6 +94,7 @@ class LlamaModel {
   ModelConfig config_;
   ModelConfig local_;
   ShardLayout shard_;
+  PipelineStage stage_;
   Weights weights_;
   comm::DeviceGroup* tp_ = nullptr;
   kernels::Backend* backend_;

@@ -64,7 +64,8 @@ void Weights::upload(kernels::Backend& backend) {
     l.wo.upload(backend);
     l.w_down.upload(backend);
   }
-  if (token_embd.weights() == token_embd.data()) return;  // viewed in place
+  const Linear& probe = token_embd.empty() ? lm_head : token_embd;
+  if (probe.weights() == probe.data()) return;  // viewed in place
   for (Linear* m : {&token_embd, &lm_head}) m->release_host();
   for (auto& l : layers) {
     for (Linear* m :
@@ -86,18 +87,26 @@ size_t Weights::bytes() const {
 }
 
 Weights Weights::load(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& c,
-                      const ShardLayout& s, const kernels::Backend& backend) {
+                      const ShardLayout& s, const kernels::Backend& backend,
+                      const PipelineStage& stage) {
   const gguf::GgufFile& f = *file;
   const size_t Dh = c.head_dim, D = c.d_model;
   Weights w;
   w.file = std::move(file);
-  w.token_embd = Linear::column_parallel(f, "token_embd.weight", D, c.vocab_size, s.vocab_begin,
-                                         s.vocab_rows, backend);
-  w.output_norm = load_vector(f, "output_norm.weight", D);
-  // Tied: the same rows, and the same memory where the shard was copied.
-  w.lm_head = c.tied_embeddings ? w.token_embd
-                                : Linear::column_parallel(f, "output.weight", D, c.vocab_size,
-                                                          s.vocab_begin, s.vocab_rows, backend);
+  // The last stage of a tied model reads the embedding table as its LM head.
+  Linear embedding;
+  if (stage.first() || (stage.last() && c.tied_embeddings)) {
+    embedding = Linear::column_parallel(f, "token_embd.weight", D, c.vocab_size, s.vocab_begin,
+                                        s.vocab_rows, backend);
+  }
+  if (stage.first()) w.token_embd = embedding;
+  if (stage.last()) {
+    w.output_norm = load_vector(f, "output_norm.weight", D);
+    // Tied: the same rows, and the same memory where the shard was copied.
+    w.lm_head = c.tied_embeddings ? embedding
+                                  : Linear::column_parallel(f, "output.weight", D, c.vocab_size,
+                                                            s.vocab_begin, s.vocab_rows, backend);
+  }
   // The rows of the local q and k heads in the order the forward's RoPE wants (none: as stored).
   std::vector<size_t> q_order, k_order;
   if (c.rope_pairs == RopePairs::kHalves) {
@@ -107,7 +116,7 @@ Weights Weights::load(std::shared_ptr<const gguf::GgufFile> file, const ModelCon
   const size_t q_begin = s.q_head_begin * Dh, q_rows = s.n_q_heads * Dh;
   const size_t kv_begin = s.kv_head_begin * Dh, kv_rows = s.n_kv_heads * Dh;
   w.layers.resize(c.n_layers);
-  for (size_t i = 0; i < c.n_layers; ++i) {
+  for (size_t i = stage.layer_begin; i < stage.end(c.n_layers); ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     auto& l = w.layers[i];
     l.attn_norm = load_vector(f, p + "attn_norm.weight", D);

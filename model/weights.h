@@ -13,6 +13,7 @@
 
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/pipeline_stage.h"
 #include "model/shard.h"
 
 namespace adakv::gguf {
@@ -62,6 +63,8 @@ struct Weights {
   Linear token_embd;
   VectorWeight output_norm;  // [d_model]
   Linear lm_head;            // [shard.vocab_rows][d_model]
+  // [n_layers], indexed by the model's layer: a pipeline stage loads only its own (the others
+  // stay empty), the embedding only on the first stage and the norm and LM head on the last.
   std::vector<LayerWeights> layers;
 
   // Bytes one decoded token reads: every layer's matrices, the LM head and the norms.
@@ -71,7 +74,8 @@ struct Weights {
   // boundaries. Throws std::runtime_error naming the tensor on any mismatch.
   // The matrices are kept in the layouts `backend` asks for (Backend::weight_layout).
   static Weights load(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
-                      const ShardLayout& shard, const kernels::Backend& backend);
+                      const ShardLayout& shard, const kernels::Backend& backend,
+                      const PipelineStage& stage = {});
   // Moves every matrix and norm into `backend`'s memory, each distinct memory once (fused parts
   // and the tied LM head share their owner's copy). Where the backend copied, the host copies
   // the layers own are released.

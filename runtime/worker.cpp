@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "comm/parallel_layout.h"
 #include "model/gguf/gguf.h"
 #include "model/model_file.h"
 #ifdef ADAKV_HAVE_NCCL
@@ -25,13 +26,22 @@ EngineCommand make_command(EngineOp op) {
   return c;
 }
 
+// `world`'s pipeline stage of the model: its layers (comm::stage_layers), over `channel`.
 model::LlamaModel load_model(std::shared_ptr<const gguf::GgufFile> file, comm::DeviceGroup* tp,
-                             kernels::Backend& backend) {
+                             kernels::Backend& backend, const comm::World& world,
+                             comm::PipelineChannel* channel) {
   auto config = model::ModelConfig::from_gguf(*file);
   const size_t rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
   const auto shard = model::ShardLayout::make(config, rank, size, model::lm_head_mode_from_env());
-  auto weights = model::Weights::load(file, config, shard, backend);
-  return model::LlamaModel(std::move(config), std::move(weights), shard, tp, backend);
+  model::PipelineStage stage;
+  if (world.pp_size > 1) {
+    const auto range =
+        comm::stage_layers(static_cast<int>(config.n_layers), world.pp_size, world.pp_rank);
+    stage = {size_t(world.pp_rank), size_t(world.pp_size), size_t(range.begin), size_t(range.end),
+             channel};
+  }
+  auto weights = model::Weights::load(file, config, shard, backend, stage);
+  return model::LlamaModel(std::move(config), std::move(weights), shard, tp, backend, stage);
 }
 
 // The backend named by ADAKV_BACKEND (the cluster config's `backend:`, which `adakv launch`
@@ -78,8 +88,9 @@ std::unique_ptr<comm::DeviceGroup> make_device_group(comm::Communicator* tp,
                                              comm::DeviceGroup::Path::kStaged);
 }
 
-// `world` when its tensor-parallel place is tp's.
-comm::World checked_world(const comm::World& world, const comm::Communicator* tp) {
+// `world` when its tensor-parallel place is tp's and its pipeline place pipe's.
+comm::World checked_world(const comm::World& world, const comm::Groups& groups) {
+  const comm::Communicator* tp = groups.tp;
   const int rank = tp ? tp->rank() : 0, size = tp ? tp->size() : 1;
   if (world.tp_rank != rank || world.tp_size != size) {
     throw std::invalid_argument("the job's world says tensor-parallel rank " +
@@ -87,23 +98,47 @@ comm::World checked_world(const comm::World& world, const comm::Communicator* tp
                                 std::to_string(world.tp_size) + ", the group rank " +
                                 std::to_string(rank) + " of " + std::to_string(size));
   }
+  const comm::Communicator* pipe = groups.pipe;
+  const int stage = pipe ? pipe->rank() : 0, stages = pipe ? pipe->size() : 1;
+  if (world.pp_rank != stage || world.pp_size != stages) {
+    throw std::invalid_argument("the job's world says pipeline stage " +
+                                std::to_string(world.pp_rank) + " of " +
+                                std::to_string(world.pp_size) + ", the pipeline group rank " +
+                                std::to_string(stage) + " of " + std::to_string(stages));
+  }
+  if (stages > 1 && (!groups.job || groups.job->size() != stages * size)) {
+    throw std::invalid_argument("pipeline stages need the job group of every stage's ranks");
+  }
   return world;
 }
 
 }  // namespace
 
 Worker::Worker(const std::string& path, comm::Communicator* tp, const comm::World& world)
-    : Worker(model::open_model_file(path), tp, world) {}
+    : Worker(model::open_model_file(path), comm::Groups{tp, tp, nullptr}, world) {}
 
 Worker::Worker(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp,
                const comm::World& world)
-    : world_(checked_world(world, tp)),
-      single_(tp ? nullptr : comm::make_single_communicator()),
-      control_(tp ? *tp : *single_),
+    : Worker(std::move(file), comm::Groups{tp, tp, nullptr}, world) {}
+
+Worker::Worker(const std::string& path, const comm::Groups& groups, const comm::World& world)
+    : Worker(model::open_model_file(path), groups, world) {}
+
+Worker::Worker(std::shared_ptr<const gguf::GgufFile> file, const comm::Groups& groups,
+               const comm::World& world)
+    : world_(checked_world(world, groups)),
+      single_(groups.job ? nullptr : comm::make_single_communicator()),
+      control_(groups.job ? *groups.job : *single_),
+      tp_(groups.tp),
       backend_(backend_from_env(world_)),
-      device_group_(make_device_group(tp, world_, *backend_)),
-      exchange_group_(tp && tp->size() > 1 ? tp->duplicate() : nullptr),
-      model_(load_model(file, device_group_.get(), *backend_)),
+      device_group_(make_device_group(groups.tp, world_, *backend_)),
+      exchange_group_(tp_ && tp_->size() > 1 ? tp_->duplicate() : nullptr),
+      global_exchange_(world_.pp_size > 1 ? groups.job->duplicate() : nullptr),
+      pipeline_(world_.pp_size > 1
+                    ? std::make_unique<comm::PipelineChannel>(groups.pipe->duplicate(), *backend_)
+                    : nullptr),
+      pipe_host_(world_.pp_size > 1 ? groups.pipe->duplicate() : nullptr),
+      model_(load_model(file, device_group_.get(), *backend_, world_, pipeline_.get())),
       tokenizer_(tokenizer::vocab_from_gguf(*file)) {}
 
 Worker::~Worker() {
@@ -115,7 +150,7 @@ Worker::~Worker() {
 }
 
 void Worker::shutdown() {
-  if (!is_root() || shut_down_ || tp_size() == 1) return;
+  if (!is_root() || shut_down_ || job_size() == 1) return;
   shut_down_ = true;
   control_.broadcast(encode_command(EngineCommand{}));
 }
@@ -123,6 +158,8 @@ void Worker::shutdown() {
 void Worker::reset_stats() {
   control_.comm().reset_stats();
   if (exchange_group_) exchange_group_->reset_stats();
+  if (global_exchange_) global_exchange_->reset_stats();
+  if (pipeline_) pipeline_->reset_stats();
   if (device_group_) device_group_->reset_stats();
 }
 
@@ -158,7 +195,7 @@ int Worker::follow() {
 
 template <class Body>
 auto Worker::drive(const EngineCommand& command, Body&& body) const -> decltype(body()) {
-  if (tp_size() == 1) return body();
+  if (job_size() == 1) return body();
   control_.broadcast(encode_command(command));
   try {
     return body();
@@ -168,7 +205,24 @@ auto Worker::drive(const EngineCommand& command, Body&& body) const -> decltype(
 }
 
 std::vector<float> Worker::host_logits(const model::Logits& logits) const {
-  return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
+  if (!pipeline_) return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
+  // Pipeline stages: the last stage's tensor-parallel rank 0 holds the whole rows; it sends
+  // their count, then the rows, to rank 0 (stage 0 of the same pipeline).
+  std::vector<float> host;
+  if (world_.is_last_stage() && world_.tp_rank == 0) {
+    host = model_.logits_to_host(logits);
+    const uint64_t count = host.size();
+    pipe_host_->send(&count, sizeof count, 0);
+    pipe_host_->send(host.data(), count * sizeof(float), 0);
+    return {};
+  }
+  if (!is_root()) return host;
+  uint64_t count = 0;
+  const int last = world_.pp_size - 1;
+  pipe_host_->recv(&count, sizeof count, last);
+  host.resize(count);
+  pipe_host_->recv(host.data(), count * sizeof(float), last);
+  return host;
 }
 
 void Worker::configure_steps(const ServingConfig& config) {
@@ -210,7 +264,7 @@ StepResult Worker::run_step(const StepPlan& plan) {
     const PagedKvCache& c = *s.cache;
     if (s.compressed || c.awaiting_lookahead() || c.next_position() < s.prompt_tokens) return;
     s.compressed = true;
-    result.kept[id] = c.model_kept_tokens(model_.config().n_kv_heads);
+    result.kept[id] = whole_model_kept(c);
     s.after_prefill_bytes = c.held_bytes();
     s.full_after_prefill_bytes = c.full_bytes();
     s.pool_free_after_prefill = step_pool_->free_bytes();
@@ -258,6 +312,24 @@ StepResult Worker::run_step(const StepPlan& plan) {
     const size_t n = c.report().prompt_tokens, window = c.config().window;
     const size_t prefix = n > window ? n - window : 0;
     auto& scores = result.scores[id];
+    if (pipeline_) {
+      // Which layers were scored, from the stages holding them; the others send zeros.
+      const size_t L = model_.config().n_layers;
+      std::vector<int64_t> scored(L, 0);
+      for (size_t l = 0; l < L; ++l) scored[l] = !c.scores()[l].empty();
+      control_.comm().all_reduce(scored.data(), L, comm::ReduceOp::kMax);
+      const size_t own = model_.local_config().n_kv_heads * prefix;
+      for (size_t l = 0; l < L; ++l) {
+        if (!scored[l]) {
+          scores.emplace_back();
+          continue;
+        }
+        const auto& layer = c.scores()[l];
+        scores.push_back(
+            gather_heads(layer.empty() ? std::vector<float>(own, 0.0f) : layer, prefix, l));
+      }
+      continue;
+    }
     for (const auto& layer : c.scores()) {
       scores.push_back(layer.empty() ? layer : gather_heads(layer, prefix));
     }
@@ -281,6 +353,8 @@ StepResult Worker::run_step(const StepPlan& plan) {
   }
   PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
   result.logits = host_logits(model_.forward_ragged(tokens.data(), batch));
+  // Scope global on pipeline stages: every stage has scored its layers now.
+  for (const auto& e : plan.entries) seq(e.id).cache->finish_step();
   for (const auto& e : plan.entries) {
     StepSequence& s = seq(e.id);
     if (e.layer_end >= L) s.residual.reset();
@@ -350,6 +424,11 @@ HeadGroup Worker::head_group() const {
   g.contributes = shard.owns_kv_heads();
   g.kv_replicas = shard.kv_replicas;
   g.exchange = exchange_group_.get();
+  if (pipeline_) {
+    g.layer_begin = model_.stage().layer_begin;
+    g.layer_end = model_.stage().end(model_.config().n_layers);
+    g.global_exchange = global_exchange_.get();
+  }
   return g;
 }
 
@@ -359,7 +438,7 @@ void Worker::gather_report(const PagedKvCache& cache, GenerateResult& result) co
   result.rank_kv_kept_bytes = {result.kv_kept_bytes};
   result.budget_exchange_s = exchange_group_ ? exchange_group_->stats().all_reduce_s : 0.0;
   result.all_reduce_s = device_group_ ? device_group_->stats().all_reduce_s : 0.0;
-  const size_t P = tp_size();
+  const size_t P = job_size();
   if (P == 1) return;
   auto& comm = control_.comm();
   const auto& cfg = model_.config();
@@ -396,34 +475,80 @@ void Worker::gather_report(const PagedKvCache& cache, GenerateResult& result) co
   if (!kept.empty()) {
     for (size_t l = 0; l < L; ++l) {
       std::vector<float> own(kept[l].begin(), kept[l].end());
-      const auto whole = gather_heads(own, 1);
+      const auto whole = gather_heads(own, 1, l);
       kept[l].assign(whole.begin(), whole.end());
     }
   }
 
-  // The budget vector of every rank, compared with rank 0's.
-  const auto& budgets = result.compression.budgets;
+  // The budget vector of every rank, compared with the first rank holding each layer's (rank
+  // 0's without pipeline stages; scope global gives every stage every layer's budgets).
+  auto& budgets = result.compression.budgets;
   mine.assign(L * Hm, -1);
   for (size_t l = 0; l < budgets.size(); ++l) {
     for (size_t h = 0; h < Hm; ++h) mine[l * Hm + h] = static_cast<int64_t>(budgets[l][h]);
   }
   gather();
   result.budgets_agree_across_ranks = true;
-  for (size_t r = 1; r < P; ++r) {
-    for (size_t i = 0; i < L * Hm; ++i) {
-      if (all[r * L * Hm + i] != all[i]) result.budgets_agree_across_ranks = false;
+  for (size_t l = 0; l < L; ++l) {
+    size_t first = P;
+    for (size_t r = 0; r < P; ++r) {
+      if (!rank_holds(r, l)) continue;
+      if (first == P) {
+        first = r;
+        continue;
+      }
+      for (size_t h = 0; h < Hm; ++h) {
+        if (all[(r * L + l) * Hm + h] != all[(first * L + l) * Hm + h]) {
+          result.budgets_agree_across_ranks = false;
+        }
+      }
+    }
+    if (pipeline_ && l < budgets.size()) {
+      for (size_t h = 0; h < Hm; ++h) {
+        budgets[l][h] = static_cast<size_t>(std::max<int64_t>(all[(first * L + l) * Hm + h], 0));
+      }
     }
   }
 }
 
-std::vector<float> Worker::gather_heads(const std::vector<float>& own, size_t width) const {
-  const size_t P = tp_size();
+bool Worker::rank_holds(size_t r, size_t layer) const {
+  if (!pipeline_) return true;
+  const int L = static_cast<int>(model_.config().n_layers);
+  const int stage = static_cast<int>(r / tp_size()) % world_.pp_size;
+  const auto range = comm::stage_layers(L, world_.pp_size, stage);
+  return static_cast<int>(layer) >= range.begin && static_cast<int>(layer) < range.end;
+}
+
+std::vector<std::vector<size_t>> Worker::whole_model_kept(const PagedKvCache& cache) const {
+  const size_t Hm = model_.config().n_kv_heads;
+  auto kept = cache.model_kept_tokens(Hm);
+  if (!pipeline_) return kept;
+  // Each stage's own layers, zero elsewhere; the max over the job joins them (the ranks of a
+  // stage agree on its layers' budgets).
+  const size_t L = model_.config().n_layers;
+  std::vector<int64_t> all(L * Hm, 0);
+  for (size_t l = 0; l < L && l < kept.size(); ++l) {
+    if (!model_.stage().holds(l, L)) continue;
+    for (size_t h = 0; h < Hm; ++h) all[l * Hm + h] = static_cast<int64_t>(kept[l][h]);
+  }
+  control_.comm().all_reduce(all.data(), all.size(), comm::ReduceOp::kMax);
+  kept.assign(L, std::vector<size_t>(Hm));
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t h = 0; h < Hm; ++h) kept[l][h] = static_cast<size_t>(all[l * Hm + h]);
+  }
+  return kept;
+}
+
+std::vector<float> Worker::gather_heads(const std::vector<float>& own, size_t width,
+                                        size_t layer) const {
+  const size_t P = job_size(), T = tp_size();
   if (P == 1) return own;
   const auto& cfg = model_.config();
   std::vector<float> all(P * own.size()), out(cfg.n_kv_heads * width);
   control_.comm().all_gather(own.data(), own.size(), all.data());
   for (size_t r = 0; r < P; ++r) {
-    const auto shard = model::ShardLayout::make(cfg, r, P, model_.shard().lm_head);
+    if (!rank_holds(r, layer)) continue;
+    const auto shard = model::ShardLayout::make(cfg, r % T, T, model_.shard().lm_head);
     if (!shard.owns_kv_heads()) continue;
     std::copy_n(all.begin() + r * own.size(), own.size(),
                 out.begin() + shard.kv_head_begin * width);

@@ -4,7 +4,10 @@
 // forks, compresses or releases).
 //
 // Tensor parallelism: every rank of the group builds a Worker on the same model with the
-// group's communicator; each loads only its shard. Rank 0 (the root) is the one callers use:
+// group's communicator; each loads only its shard. Pipeline parallelism (comm/groups.h): each
+// stage's ranks load only the stage's layers (model/pipeline_stage.h); every rank of every
+// stage follows the same plans, the residual crosses the stages inside the forward, and the last
+// stage's logits come back to rank 0. Rank 0 (the root) is the one callers use:
 // execute_step() broadcasts the plan as a command over the control plane (the host group),
 // then every rank runs it in lock step; the layers' all-reduces go over the device group, the
 // Ada-KV gain exchange over a communicator of its own. The other ranks call follow() and stay
@@ -21,6 +24,8 @@
 
 #include "comm/control_plane.h"
 #include "comm/device_group.h"
+#include "comm/groups.h"
+#include "comm/pipeline_channel.h"
 #include "comm/world.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
@@ -117,13 +122,21 @@ class Worker {
                   const comm::World& world = comm::World::single());
   explicit Worker(std::shared_ptr<const gguf::GgufFile> file, comm::Communicator* tp = nullptr,
                   const comm::World& world = comm::World::single());
+  // Pipeline stages: `groups` (not owned, outliving the engine) as launcher/job.h builds them;
+  // world's tp and pp places must be the groups' (throws std::invalid_argument otherwise).
+  Worker(const std::string& path, const comm::Groups& groups, const comm::World& world);
+  Worker(std::shared_ptr<const gguf::GgufFile> file, const comm::Groups& groups,
+         const comm::World& world);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
   bool is_root() const { return control_.is_root(); }
   const comm::World& world() const { return world_; }
-  size_t tp_size() const { return size_t(control_.size()); }
+  // Ranks of this rank's tensor-parallel group (one pipeline stage).
+  size_t tp_size() const { return tp_ ? size_t(tp_->size()) : 1; }
+  // Ranks of the job (every stage): the control plane's.
+  size_t job_size() const { return size_t(control_.size()); }
   // Non-root ranks: runs the root's commands until it shuts down; returns 0.
   int follow();
   // Root: tells the other ranks to leave follow() (the destructor does it too).
@@ -160,7 +173,15 @@ class Worker {
  private:
   // Collective: the rows of every model KV head from each rank's rows of its own heads
   // ([own heads][width] per rank; replicas after the first are skipped).
-  std::vector<float> gather_heads(const std::vector<float>& own, size_t width) const;
+  // Under pipeline stages, `layer`'s rows come from the ranks of the stage holding it (every
+  // rank calls it for every layer).
+  std::vector<float> gather_heads(const std::vector<float>& own, size_t width,
+                                  size_t layer = 0) const;
+  // Collective under pipeline stages: the [layer][model kv head] tokens of `cache` for the whole
+  // model (each stage fills its own layers). Without stages: the cache's own.
+  std::vector<std::vector<size_t>> whole_model_kept(const PagedKvCache& cache) const;
+  // The placement (tp rank, stage) of job rank r, and whether it holds `layer`.
+  bool rank_holds(size_t r, size_t layer) const;
   // The cache's head group: this rank's KV heads among the model's, and the gain exchange.
   HeadGroup head_group() const;
   // Collective: fills the whole-model budgets, per-rank bytes and comm times of `result`.
@@ -191,12 +212,18 @@ class Worker {
   comm::World world_;
   std::unique_ptr<comm::Communicator> single_;  // when no group is given
   comm::ControlPlane control_;
+  comm::Communicator* tp_ = nullptr;  // this stage's tensor-parallel group; null on one rank
   std::unique_ptr<kernels::Backend> backend_;  // what the model and the KV pools run on
   // The layers' collectives (a communicator of their own); null on one rank.
   std::unique_ptr<comm::DeviceGroup> device_group_;
   // The host group's Ada-KV gain exchange (a communicator of its own, so that its collectives
   // never interleave with the control plane's); null on one rank.
   std::unique_ptr<comm::Communicator> exchange_group_;
+  // Pipeline stages: scope global's gain exchange over every rank of every stage, the residual
+  // channel, and the host messages of the pipeline (the last stage's logits to rank 0).
+  std::unique_ptr<comm::Communicator> global_exchange_;
+  std::unique_ptr<comm::PipelineChannel> pipeline_;
+  std::unique_ptr<comm::Communicator> pipe_host_;
   model::LlamaModel model_;
   tokenizer::Tokenizer tokenizer_;
   bool shut_down_ = false;

@@ -117,6 +117,25 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // One tag for every message: MPI keeps the order of messages between two ranks on one
+  // communicator, which is the order both sides issue them in.
+  void do_send(const void* data, size_t bytes, int peer) override {
+    const auto* base = static_cast<const char*>(data);
+    for (size_t offset = 0; offset < bytes; offset += max_count_) {
+      check(MPI_Send(base + offset, chunk(bytes - offset), MPI_BYTE, peer, kTag, comm_),
+            "MPI_Send");
+    }
+  }
+
+  void do_recv(void* data, size_t bytes, int peer) override {
+    auto* base = static_cast<char*>(data);
+    for (size_t offset = 0; offset < bytes; offset += max_count_) {
+      check(MPI_Recv(base + offset, chunk(bytes - offset), MPI_BYTE, peer, kTag, comm_,
+                     MPI_STATUS_IGNORE),
+            "MPI_Recv");
+    }
+  }
+
   // Host messages (reports, gain rows) are small: one call, no splitting.
   void do_all_gather_bytes(const void* in, size_t bytes, void* out) override {
     if (bytes > max_count_) {
@@ -214,6 +233,7 @@ class MpiCommunicator final : public Communicator {
   // Up to this many bytes per rank the float sum gathers every partial on every rank.
   static constexpr size_t kGatherAllBytes = size_t{64} << 10;
   static constexpr size_t kPieceBytes = size_t{1} << 20;
+  static constexpr int kTag = 7;
 
   MPI_Comm comm_;
   size_t max_count_;
@@ -226,6 +246,24 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key) {
+  int rank = -1, size = 0;
+  detail::check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", -1, 0);
+  detail::check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size", rank, 0);
+  MPI_Comm comm;
+  detail::check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split", rank,
+                    size);
+  int code = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int group_rank = 0, group_size = 1;
+  if (code == MPI_SUCCESS) code = MPI_Comm_rank(comm, &group_rank);
+  if (code == MPI_SUCCESS) code = MPI_Comm_size(comm, &group_size);
+  if (code != MPI_SUCCESS) {
+    MPI_Comm_free(&comm);
+    detail::throw_mpi_error("MPI_Comm_split", code, rank, size);
+  }
+  return std::make_unique<MpiCommunicator>(comm, group_rank, group_size, kMpiMaxCount);
+}
 
 std::unique_ptr<Communicator> make_mpi_world_communicator(size_t max_count) {
   if (max_count == 0 || max_count > kMpiMaxCount) {

@@ -22,4 +22,8 @@ inline constexpr size_t kMpiMaxCount = INT_MAX;
 // per MPI call; tests lower it to exercise the splitting of large buffers.
 std::unique_ptr<Communicator> make_mpi_world_communicator(size_t max_count = kMpiMaxCount);
 
+// The ranks of MPI_COMM_WORLD that pass the same `color`, ordered by `key` (MPI_Comm_split;
+// collective over the whole world): a tensor-parallel group, a pipeline's stages.
+std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key);
+
 }  // namespace adakv::comm

@@ -58,6 +58,15 @@ class NcclCommunicator final : public Communicator {
     run("ncclBroadcast", ncclBroadcast(data, data, bytes, ncclChar, root, live(), stream_));
   }
 
+  // Pipeline stages: device bytes to / from one peer, in the stream's order.
+  void do_send(const void* data, size_t bytes, int peer) override {
+    run("ncclSend", ncclSend(data, bytes, ncclChar, peer, live(), stream_));
+  }
+
+  void do_recv(void* data, size_t bytes, int peer) override {
+    run("ncclRecv", ncclRecv(data, bytes, ncclChar, peer, live(), stream_));
+  }
+
   void do_barrier() override {
     // A barrier waits in either mode.
     run("ncclAllReduce (barrier)",

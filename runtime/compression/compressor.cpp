@@ -106,6 +106,10 @@ std::vector<std::vector<std::vector<uint32_t>>> Compressor::select_from(
   }
   std::vector<std::vector<std::vector<uint32_t>>> positions(n_layers_);
   for (size_t l = 0; l < n_layers_; ++l) {
+    if (!group().holds(l)) {
+      positions[l].resize(kv_heads_);
+      continue;
+    }
     positions[l] = selector_.layer_positions(l, n, scores_or_null(recording.scores_, l),
                                              scores_or_null(recording.budget_scores_, l), report);
   }

@@ -4,8 +4,10 @@
 
 namespace adakv::compression {
 
-void exchange_gains(const HeadGroup& group, std::vector<float>& matrix) {
-  if (group.exchange) group.exchange->all_reduce(matrix.data(), matrix.size());
+void exchange_gains(const HeadGroup& group, std::vector<float>& matrix, bool across_stages) {
+  comm::Communicator* comm =
+      across_stages && group.global_exchange ? group.global_exchange : group.exchange;
+  if (comm) comm->all_reduce(matrix.data(), matrix.size());
 }
 
 void merge_replica_scores(const HeadGroup& group, std::vector<float>& scores, size_t own_heads,

@@ -24,10 +24,25 @@ struct HeadGroup {
   // The ranks sharing the allocation (a communicator of its own, not the layers'); null on one
   // rank.
   comm::Communicator* exchange = nullptr;
+  // Pipeline stages: this cache holds layers [layer_begin, layer_end) of the model (layer_end 0:
+  // every layer). Scope global allocates over every layer of every stage: its gain matrix is
+  // summed over `global_exchange` (every rank of every stage; null: `exchange`), once all stages
+  // have scored their layers, i.e. after the step's forward (PagedKvCache::finish_step).
+  size_t layer_begin = 0, layer_end = 0;
+  comm::Communicator* global_exchange = nullptr;
+
+  bool holds(size_t layer) const {
+    return layer >= layer_begin && (layer_end == 0 || layer < layer_end);
+  }
+  // True when this cache holds only some of the model's layers (a pipeline stage).
+  bool staged(size_t n_layers) const {
+    return layer_begin > 0 || (layer_end != 0 && layer_end < n_layers);
+  }
 };
 
 // Sums a gain matrix ([model kv heads * layers][...]) over the group's ranks; identity on one.
-void exchange_gains(const HeadGroup& group, std::vector<float>& matrix);
+// `across_stages`: over every pipeline stage's ranks (scope global), else the stage's.
+void exchange_gains(const HeadGroup& group, std::vector<float>& matrix, bool across_stages = false);
 
 // Combines the window scores ([own_heads][prefix]) of the ranks that hold replicas of the
 // same KV heads, each having scored it with its own share of the query heads: afterwards every

@@ -58,12 +58,17 @@ std::vector<std::vector<std::vector<uint32_t>>> HeadSelector::global_positions(
   const size_t prefix = n - config_.window;
   std::vector<const float*> gain_scores(n_layers_);
   for (size_t l = 0; l < n_layers_; ++l) {
+    if (!group_.holds(l)) continue;
     const bool peak = l < budget_scores.size() && !budget_scores[l].empty();
     gain_scores[l] = peak ? budget_scores[l].data() : scores[l].data();
   }
-  const auto budgets = allocate(gain_scores, prefix, 0, report);
+  const auto budgets = allocate(gain_scores, prefix, 0, report, /*across_stages=*/true);
   std::vector<std::vector<std::vector<uint32_t>>> positions(n_layers_);
   for (size_t l = 0; l < n_layers_; ++l) {
+    if (!group_.holds(l)) {
+      positions[l].resize(kv_heads_);
+      continue;
+    }
     for (size_t g = 0; g < kv_heads_; ++g) {
       positions[l].push_back(
           kept_positions(scores[l].data() + g * prefix, prefix, budgets[l * kv_heads_ + g], n));
@@ -74,7 +79,7 @@ std::vector<std::vector<std::vector<uint32_t>>> HeadSelector::global_positions(
 
 std::vector<size_t> HeadSelector::allocate(const std::vector<const float*>& gain_scores,
                                            size_t prefix, size_t first_layer,
-                                           CompressionReport& report) const {
+                                           CompressionReport& report, bool across_stages) const {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t W = config_.window, n = prefix + W, Hkv = kv_heads_;
   const size_t layers = gain_scores.size();
@@ -100,12 +105,13 @@ std::vector<size_t> HeadSelector::allocate(const std::vector<const float*>& gain
     GainMatrix gains(rows, prefix, topk ? 1 : config_.delta);
     if (group_.contributes) {
       for (size_t l = 0; l < layers; ++l) {
+        if (!gain_scores[l]) continue;
         for (size_t g = 0; g < Hkv; ++g) {
           gains.fill_row(l * Hm + group_.first_kv_head + g, gain_scores[l] + g * prefix);
         }
       }
     }
-    exchange_gains(group_, gains.data);
+    exchange_gains(group_, gains.data, across_stages);
     const size_t base = layer_base(0);
     const size_t total = rows * base;
     budgets = topk ? allocate_topk(gains, total, base, config_.alpha)

@@ -42,12 +42,15 @@ class HeadSelector {
   // reads none: full, streaming, or nothing evicted) and budget scores (null: the scores).
   // When it evicts, every policy but streaming records the layer's row of report.budgets
   // (sized [n_layers][model kv heads] on first use) and report.allocate_s; the Ada-KV ones
-  // (adakv, ada-pyramid) exchange the gain matrix once (exchange_gains), so every rank must call in step.
+  // (adakv, ada-pyramid) exchange the gain matrix once (exchange_gains), so every rank must call in
+  // step.
   std::vector<std::vector<uint32_t>> layer_positions(size_t layer, size_t n, const float* scores,
                                                      const float* budget_scores,
                                                      CompressionReport& report) const;
   // Requires selects_globally(n): positions [layer][kv head] from one allocation over every
   // layer and head (one exchange). budget_scores: per layer, empty where the scores serve.
+  // Under pipeline stages the layers this cache does not hold (group.holds) have no scores and
+  // get no positions; their rows of the gain matrix come from the other stages.
   std::vector<std::vector<std::vector<uint32_t>>> global_positions(
       size_t n, const std::vector<std::vector<float>>& scores,
       const std::vector<std::vector<float>>& budget_scores, CompressionReport& report) const;
@@ -56,8 +59,10 @@ class HeadSelector {
   // Prefix budgets (window excluded) of this cache's heads, [layer in unit][kv head] flattened,
   // for the allocation unit of gain_scores.size() layers starting at first_layer
   // (gain_scores[i]: that layer's [kv heads][prefix] scores).
+  // A null gain_scores[i] (a layer of another pipeline stage) leaves its rows to the exchange.
   std::vector<size_t> allocate(const std::vector<const float*>& gain_scores, size_t prefix,
-                               size_t first_layer, CompressionReport& report) const;
+                               size_t first_layer, CompressionReport& report,
+                               bool across_stages = false) const;
   // One head's kept positions: its top `keep` prefix positions (ascending) plus the window.
   std::vector<uint32_t> kept_positions(const float* scores, size_t prefix, size_t keep,
                                        size_t n) const;

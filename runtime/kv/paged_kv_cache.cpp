@@ -86,7 +86,7 @@ size_t PagedKvCache::held_blocks() const {
 size_t PagedKvCache::full_bytes() const {
   const size_t bt = pool_.layout().block_tokens;
   const size_t blocks_per_head = (position_ + bt - 1) / bt;
-  return blocks_per_head * model_.n_layers * model_.n_kv_heads * pool_.block_bytes();
+  return blocks_per_head * held_layers() * model_.n_kv_heads * pool_.block_bytes();
 }
 
 void PagedKvCache::place_rows(size_t layer, size_t n,
@@ -176,7 +176,7 @@ void PagedKvCache::finish_layer(size_t layer, const float* q, size_t q_stride, s
   if (compact_pending_) {
     // A whole prompt under scope global: every layer's rows are in the blocks now.
     compact_pending_ = false;
-    compact_global();
+    compact_global_when_staged();
     return;
   }
   if (prompt_n_ == 0 || position_ == 0 || position_ >= prompt_n_) return;
@@ -207,7 +207,7 @@ void PagedKvCache::compress_chunked_layer(size_t layer, const float* q_window, s
   }
   report_.score_s += seconds_since(t0);
   if (config().scope == Scope::kGlobal) {
-    if (layer + 1 == model_.n_layers) compact_global();
+    if (layer + 1 == last_layer()) compact_global_when_staged();
     return;
   }
   compact_layer(layer, compressor_.take_layer(layer, N, report_));
@@ -220,6 +220,7 @@ void PagedKvCache::compress_after_lookahead() {
   if (compressor_.records() || !compressor_.evicts(N)) return;
   if (config().scope == Scope::kGlobal) return compact_global();
   for (size_t l = 0; l < model_.n_layers; ++l) {
+    if (!compressor_.group().holds(l)) continue;
     compact_layer(l, compressor_.take_layer(l, N, report_));
   }
 }
@@ -258,7 +259,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   if (!compressor_.evicts(n) || compressor_.records()) return keep_all();
   if (config().scope == Scope::kGlobal) {
     keep_all();
-    compact_pending_ = layer + 1 == model_.n_layers;
+    compact_pending_ = layer + 1 == last_layer();
     return;
   }
   const auto positions = compressor_.take_layer(layer, n, report_);
@@ -390,7 +391,35 @@ std::unique_ptr<PagedKvCache> PagedKvCache::shared_copy() const {
 
 void PagedKvCache::compact_global() {
   const auto positions = compressor_.take_global(report_.prompt_tokens, report_);
-  for (size_t l = 0; l < model_.n_layers; ++l) compact_layer(l, positions[l]);
+  for (size_t l = 0; l < model_.n_layers; ++l) {
+    if (compressor_.group().holds(l)) compact_layer(l, positions[l]);
+  }
+}
+
+void PagedKvCache::compact_global_when_staged() {
+  // A pipeline stage cannot allocate yet: the later stages score their layers after this
+  // stage's forward, and the allocation's exchange waits for all of them.
+  if (compressor_.group().staged(model_.n_layers)) {
+    global_pending_ = true;
+    return;
+  }
+  compact_global();
+}
+
+void PagedKvCache::finish_step() {
+  if (!global_pending_) return;
+  global_pending_ = false;
+  compact_global();
+}
+
+size_t PagedKvCache::held_layers() const {
+  const auto& g = compressor_.group();
+  return last_layer() - std::min(g.layer_begin, last_layer());
+}
+
+size_t PagedKvCache::last_layer() const {
+  const auto& g = compressor_.group();
+  return g.layer_end == 0 ? model_.n_layers : std::min(g.layer_end, model_.n_layers);
 }
 
 void PagedKvCache::compact_layer(size_t layer,

@@ -96,6 +96,10 @@ class PagedKvCache : public model::KvCache {
              size_t kv_stride, size_t n, float* out, size_t out_stride, int32_t* slots,
              kernels::PagedSequence& seq);
   void finish_layer(size_t layer, const float* q, size_t q_stride, size_t n);
+  // After the step's forward, on every rank (pipeline stages: a collective over the stages):
+  // the scope-global allocation and compaction that the prompt's last layer of this stage left
+  // for when every stage has scored its layers. No-op otherwise.
+  void finish_step();
 
   // Tokens each [layer][model kv head] holds right after compression (the budget vector every
   // rank computed; the prompt length where nothing was evicted). Rank 0 accounts every rank's
@@ -180,6 +184,12 @@ class PagedKvCache : public model::KvCache {
   void compact_layer(size_t layer, const std::vector<std::vector<uint32_t>>& positions);
   // Scope global, after the last layer: one allocation over every layer, then compaction.
   void compact_global();
+  // compact_global() now, or at finish_step() when this cache is one pipeline stage's.
+  void compact_global_when_staged();
+  // The layers this cache holds (HeadGroup::layer_begin/layer_end): their count, and one past
+  // the last.
+  size_t held_layers() const;
+  size_t last_layer() const;
   void release(HeadTable& head);
 
   BlockPool& pool_;
@@ -190,6 +200,7 @@ class PagedKvCache : public model::KvCache {
   size_t prompt_n_ = 0;           // begin_prompt's; 0: the first forward is the whole prompt
   bool defer_scoring_ = false;    // scoring waits for look-ahead (compress_after_lookahead)
   bool compact_pending_ = false;  // scope global: compact once the last layer's rows are stored
+  bool global_pending_ = false;   // scope global on a pipeline stage: compact at finish_step()
   size_t table_slot_ = 0;         // this sequence's rows of the pool's block tables
   kernels::Buffer slots_, moves_, seq_;  // scratch for one op's slot lists and descriptor
   CompressionReport report_;
