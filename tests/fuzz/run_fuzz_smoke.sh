@@ -3,7 +3,8 @@
 # regression inputs (tests/fuzz/regressions/<target>/, each once), then fuzzing from its seed
 # corpus (tests/tools/make_fuzz_corpus.py) plus what earlier runs found. Fails when any target
 # crashes, leaks, exceeds the memory limit or hangs; the input that did it is left in
-# BUILD/fuzz-crashes/.
+# BUILD/fuzz-crashes/. A target's tests/fuzz/targets/<target>.dict (keys and syntax of its
+# format) is handed to libFuzzer.
 #   run_fuzz_smoke.sh BUILD [SECONDS]
 set -euo pipefail
 build=$1
@@ -27,6 +28,8 @@ run_one() {
   fi
   local work="$build/fuzz-work/$name"
   mkdir -p "$work"
+  local dict="$src/tests/fuzz/targets/$name.dict"
+  [ -f "$dict" ] && common+=(-dict="$dict")
   if ! "$bin" "${common[@]}" -max_total_time="$seconds" -max_len=8192 -print_final_stats=1 \
       "$work" "$build/fuzz-corpus/$name" > "$log" 2>&1; then
     echo "FAIL $name ($log)"
