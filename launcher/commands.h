@@ -23,5 +23,6 @@ void add_eval_ppl(CLI::App* eval_app, Runner& selected);
 // `launch` needs the whole app: it checks the subcommand it runs on the ranks.
 void add_launch(CLI::App& app, Runner& selected);
 void add_serve(CLI::App& app, Runner& selected);
+void add_router(CLI::App& app, Runner& selected);
 
 }  // namespace adakv::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   adakv::cli::add_eval(app, selected);
   adakv::cli::add_launch(app, selected);
   adakv::cli::add_serve(app, selected);
+  adakv::cli::add_router(app, selected);
 
   try {
     app.parse(argc, argv);

@@ -5,7 +5,10 @@ One server for the whole file (started with --port 0, stopped with SIGTERM at th
 exit 0). Run with the venv that has the `openai` package:
 
   ~/.cache/adakv/venv/bin/python tests/server/test_openai_api.py --adakv build/adakv [--tp 1|3]
+      [--replicas 2]
       [unittest options, e.g. -v or -k test_stop]
+
+--replicas 2 starts two servers behind `adakv router` and runs the suite against the router.
 
 --tp 3 starts the server as three ranks of an mpirun job (rank 0 serves HTTP) and stops it by
 signalling mpirun (SIGUSR1, which mpirun forwards to every rank; --stop-signal TERM to try
@@ -152,6 +155,62 @@ class Server:
             self.proc.wait()
 
 
+class RoutedServer:
+    """`adakv router` in front of n `adakv serve` replicas (each a Server at the same TP): the
+    suite's client talks to the router as it would to one server."""
+
+    def __init__(self, adakv, tp, extra, replicas, start_timeout_s=120.0):
+        self.replicas = [Server(adakv, tp, extra, start_timeout_s) for _ in range(replicas)]
+        first = self.replicas[0]
+        self.adakv, self.tp, self.env, self.name = adakv, tp, first.env, first.name
+        self.cmd = [adakv, "router", "--port", "0"] + \
+            [a for r in self.replicas for a in ("--replica", f"http://{r.host}:{r.port}")]
+        self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-router-", suffix=".err")
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self.err_file, env=self.env, start_new_session=True)
+        self.host = self.port = None
+        deadline = time.monotonic() + start_timeout_s
+        ready = re.compile(r"\[adakv\] routing on http://([^\s:]+):(\d+)")
+        while time.monotonic() < deadline:
+            m = ready.search(self.stderr())
+            if m:
+                self.host, self.port = m.group(1), int(m.group(2))
+                break
+            if self.proc.poll() is not None:
+                self.fail(f"exited with {self.proc.returncode} before it was ready")
+            time.sleep(0.1)
+        else:
+            self.kill()
+            self.fail("printed no '[adakv] routing on http://HOST:PORT'")
+
+    launcher = Server.launcher
+    threads = Server.threads
+    base_url = Server.base_url
+    stderr = Server.stderr
+    get = Server.get
+    raw = Server.raw
+    metrics = Server.metrics
+
+    def fail(self, why):
+        raise RuntimeError(f"adakv router {why}\ncommand: {shlex.join(self.cmd)}\n"
+                           f"--- its stderr ---\n{self.stderr()}--- end of stderr ---")
+
+    def stop(self, sig, timeout_s=60, signalled=False):
+        """Stops the router with sig (its exit code is returned), then every replica."""
+        rc = Server.stop(self, signal.SIGTERM if sig == signal.SIGUSR1 else sig, timeout_s,
+                         signalled)
+        for r in self.replicas:
+            r_sig = signal.SIGUSR1 if r.tp > 1 else signal.SIGTERM
+            if r.stop(r_sig, timeout_s) != 0:
+                r.fail(f"exited with {r.proc.returncode} (expected 0)")
+        return rc
+
+    def kill(self):
+        Server.kill(self)
+        for r in self.replicas:
+            r.kill()
+
+
 def parse_metrics(text):
     """Prometheus text -> {'name' or 'name{labels}': value}."""
     out = {}
@@ -168,7 +227,9 @@ def metric(ms, name):
     """A metric's value; for a labelled family without labels given, the sum of its series."""
     if name in ms:
         return ms[name]
-    series = [v for k, v in ms.items() if k.startswith(name + "{")]
+    # Behind `adakv router` each series also comes once per replica (replica="i"): the
+    # unlabelled ones are already the sums.
+    series = [v for k, v in ms.items() if k.startswith(name + "{") and 'replica="' not in k]
     if not series:
         raise AssertionError(f"/metrics has no {name}")
     return sum(series)
@@ -240,9 +301,13 @@ def setUpModule():
     global SERVER
     extra_flags = ["--kv-pool-mb", str(ARGS.kv_pool_mb)] + shlex.split(ARGS.server_args)
     t0 = time.monotonic()
-    SERVER = Server(ARGS.adakv, ARGS.tp, extra_flags, start_timeout_s=ARGS.start_timeout)
+    if ARGS.replicas > 1:
+        SERVER = RoutedServer(ARGS.adakv, ARGS.tp, extra_flags, ARGS.replicas,
+                              start_timeout_s=ARGS.start_timeout)
+    else:
+        SERVER = Server(ARGS.adakv, ARGS.tp, extra_flags, start_timeout_s=ARGS.start_timeout)
     print(f"\n[test] server up in {time.monotonic() - t0:.1f}s: {SERVER.name} at "
-          f"{SERVER.base_url} (tp {ARGS.tp})", file=sys.stderr)
+          f"{SERVER.base_url} (tp {ARGS.tp}, {ARGS.replicas} replica(s))", file=sys.stderr)
 
 
 def tearDownModule():
@@ -928,6 +993,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     ap.add_argument("--adakv", default=os.path.join(REPO, "build", "adakv"))
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="n > 1: n servers behind `adakv router` (data-parallel replicas)")
     ap.add_argument("--kv-pool-mb", type=float, default=256)
     ap.add_argument("--server-args", default="", help="more flags for `adakv serve`")
     ap.add_argument("--start-timeout", type=float, default=120)

@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "runtime/server/http_client.h"
+#include "runtime/server/replica_set.h"
+
+using adakv::server::choose_replica;
+using adakv::server::HttpEndpoint;
+using adakv::server::merge_replica_metrics;
+using adakv::server::ReplicaLoad;
+
+namespace {
+
+ReplicaLoad load(double free, double total, double running, size_t in_flight, bool up = true) {
+  ReplicaLoad l;
+  l.up = up;
+  l.free_blocks = free;
+  l.total_blocks = total;
+  l.running = running;
+  l.in_flight = in_flight;
+  return l;
+}
+
+}  // namespace
+
+TEST(ReplicaSet, ChoosesTheMostFreeBlocksAmongThoseUp) {
+  EXPECT_EQ(choose_replica({load(100, 1000, 0, 0), load(900, 1000, 0, 0)}), 1u);
+  EXPECT_EQ(choose_replica({load(100, 1000, 0, 0), load(900, 1000, 0, 0, false)}), 0u);
+  EXPECT_FALSE(choose_replica({load(100, 1000, 0, 0, false)}).has_value());
+  EXPECT_FALSE(choose_replica({}).has_value());
+}
+
+TEST(ReplicaSet, RequestsNotYetSeenAreChargedAtTheMeanHeld) {
+  // Replica 0: 600 free, 2 running holding 200 each, 3 more routed since the poll (-600).
+  // Replica 1: 300 free, nothing unseen.
+  EXPECT_EQ(choose_replica({load(600, 1000, 2, 5), load(300, 1000, 3, 3)}), 1u);
+  // Seen requests are in free_blocks already: not charged twice.
+  EXPECT_EQ(choose_replica({load(600, 1000, 2, 2), load(300, 1000, 3, 3)}), 0u);
+}
+
+TEST(ReplicaSet, TiesGoToFewerInFlightThenTheLowerIndex) {
+  EXPECT_EQ(choose_replica({load(500, 1000, 0, 2), load(500, 1000, 0, 1)}), 1u);
+  EXPECT_EQ(choose_replica({load(500, 1000, 0, 1), load(500, 1000, 0, 1)}), 0u);
+}
+
+TEST(ReplicaSet, MergedMetricsHaveTotalsAndOneSeriesPerReplica) {
+  const std::string a =
+      "# HELP adakv:x A gauge.\n# TYPE adakv:x gauge\nadakv:x 2\n"
+      "# TYPE adakv:r counter\nadakv:r{finished_reason=\"stop\"} 1\n"
+      "# TYPE adakv:h histogram\nadakv:h_bucket{le=\"1\"} 3\nadakv:h_sum 0.5\nadakv:h_count 3\n";
+  const std::string b =
+      "# HELP adakv:x A gauge.\n# TYPE adakv:x gauge\nadakv:x 5\n"
+      "# TYPE adakv:r counter\nadakv:r{finished_reason=\"stop\"} 4\n"
+      "# TYPE adakv:h histogram\nadakv:h_bucket{le=\"1\"} 1\nadakv:h_sum 0.25\nadakv:h_count 1\n";
+  const std::string m = merge_replica_metrics({a, b});
+  for (const char* line :
+       {"# HELP adakv:x A gauge.\n# TYPE adakv:x gauge\nadakv:x 7\nadakv:x{replica=\"0\"} 2\n"
+        "adakv:x{replica=\"1\"} 5\n",
+        "adakv:r{finished_reason=\"stop\"} 5\n",
+        "adakv:r{replica=\"1\",finished_reason=\"stop\"} 4\n", "adakv:h_bucket{le=\"1\"} 4\n",
+        "adakv:h_sum 0.75\n", "adakv:h_count{replica=\"0\"} 3\n"}) {
+    EXPECT_NE(m.find(line), std::string::npos) << line << "\nin:\n" << m;
+  }
+  // HELP/TYPE once per family, the histogram's samples under its one TYPE line.
+  EXPECT_EQ(m.find("# TYPE adakv:x gauge"), m.rfind("# TYPE adakv:x gauge"));
+  EXPECT_LT(m.find("# TYPE adakv:h histogram"), m.find("adakv:h_sum"));
+  // A replica that is down ("") adds nothing.
+  EXPECT_NE(merge_replica_metrics({a, ""}).find("adakv:x 2\n"), std::string::npos);
+}
+
+TEST(ReplicaSet, EndpointsAreHttpHostPort) {
+  const auto e = HttpEndpoint::parse("http://node2:8001");
+  EXPECT_EQ(e.host, "node2");
+  EXPECT_EQ(e.port, "8001");
+  EXPECT_EQ(HttpEndpoint::parse("http://[::1]:80").host, "::1");
+  for (const char* bad : {"node2:8001", "http://node2", "http://node2:8001/", "https://n:1",
+                          "http://n:0", "http://n:70000"}) {
+    EXPECT_THROW(HttpEndpoint::parse(bad), std::invalid_argument) << bad;
+  }
+}
