@@ -8,13 +8,17 @@
 // the rank map (node, local rank, device, tp/pp/dp coordinates, and each pipeline stage's layers
 // when the model file is here) as comments. --exec runs
 // PROGRAM ARGS on the ranks instead of an adakv subcommand (MPI test programs, probes).
-// The exit code and the handling of Ctrl-C are mpirun's.
+// The exit code is mpirun's; so is the handling of Ctrl-C, except for `serve`, whose SIGINT and
+// SIGTERM become a drain (run_forwarding_signals).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +138,59 @@ int exec_command(const std::vector<std::string>& argv) {
   return 127;
 }
 
+// A server under mpirun: SIGINT and SIGTERM to mpirun itself would kill every rank a second
+// later (mpirun's own policy) and exit 1. So mpirun runs as a child in its own process group
+// (the terminal's Ctrl-C reaches only this process) with stdin from /dev/null, and each SIGINT or
+// SIGTERM here becomes a SIGUSR1 to mpirun, which forwards it to every rank: `adakv serve`
+// drains for --drain-s (a second signal ends what is left) and every rank exits 0. The exit code
+// is mpirun's.
+volatile sig_atomic_t g_signals = 0;
+
+void count_signal(int) {
+  g_signals = g_signals + 1;
+}
+
+int run_forwarding_signals(const std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = count_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) sigaction(sig, &sa, nullptr);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
+  if (child == 0) {
+    setpgid(0, 0);
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    for (int sig : {SIGINT, SIGTERM}) signal(sig, SIG_DFL);
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "adakv launch: cannot run %s: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  // Polled rather than woken by EINTR: a signal between a check and a blocking wait would
+  // otherwise wait for the child's end.
+  int forwarded = 0, status = 0;
+  for (;;) {
+    while (forwarded < g_signals) {
+      ++forwarded;
+      std::fprintf(stderr, "[adakv launch] signal: asking the ranks to %s (SIGUSR1 to mpirun)\n",
+                   forwarded == 1 ? "drain" : "stop now");
+      kill(child, SIGUSR1);
+    }
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) {
+      throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    }
+    usleep(50 * 1000);
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 int run_launch(CLI::App& app, const LaunchOptions& o) {
   cluster::ClusterConfig config = cluster::load_cluster_config(o.cluster);
   const int model_layers = check_model_here(config);
@@ -164,6 +221,7 @@ int run_launch(CLI::App& app, const LaunchOptions& o) {
   const auto argv =
       cluster::mpirun_argv(config, write_hostfile(config.name, hostfile), host, program);
   std::fprintf(stderr, "[adakv launch] %s\n", cluster::shell_join(argv).c_str());
+  if (o.exec.empty() && o.args[0] == "serve") return run_forwarding_signals(argv);
   return exec_command(argv);
 }
 
