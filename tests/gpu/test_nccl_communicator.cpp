@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -127,11 +128,16 @@ TEST_F(NcclCommunicatorTest, BroadcastFromFirstAndLastRank) {
 
 TEST_F(NcclCommunicatorTest, BarrierAndStats) {
   DeviceBuffer device(7 * sizeof(float));
+  const auto start = std::chrono::steady_clock::now();
   for (int call = 0; call < 3; ++call) nccl_->all_reduce(device.as<float>(), 7);
   nccl_->barrier();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(nccl_->stats().all_reduce_calls, 3u);
   EXPECT_EQ(nccl_->stats().all_reduce_bytes, 3 * 7 * sizeof(float));
-  EXPECT_GE(nccl_->stats().all_reduce_s, 0.0);
+  // Measured (> 0) and within the wall time around the calls.
+  EXPECT_GT(nccl_->stats().all_reduce_s, 0.0);
+  EXPECT_LE(nccl_->stats().all_reduce_s, wall);
 }
 
 // Needs no GPU: the deadline setting is read from the environment.

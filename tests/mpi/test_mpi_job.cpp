@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -19,13 +20,18 @@ TEST(MpiJob, KnowsItWasLaunchedByMpirun) {
 }
 
 TEST(MpiJob, WorldIsTheWholeJob) {
+  // mpirun tells each process its place in the environment: the World must say the same.
   const comm::World world = test_world();
-  EXPECT_GE(world.rank, 0);
-  EXPECT_LT(world.rank, world.size);
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : -1;
+  };
+  ASSERT_NE(env("OMPI_COMM_WORLD_SIZE"), -1) << "not started by Open MPI's mpirun";
+  EXPECT_EQ(world.rank, env("OMPI_COMM_WORLD_RANK"));
+  EXPECT_EQ(world.size, env("OMPI_COMM_WORLD_SIZE"));
+  EXPECT_EQ(world.local_rank, env("OMPI_COMM_WORLD_LOCAL_RANK"));
   EXPECT_EQ(world.tp_rank, world.rank);
   EXPECT_EQ(world.tp_size, world.size);
-  EXPECT_GE(world.local_rank, 0);
-  EXPECT_LT(world.local_rank, world.size);
   EXPECT_EQ(world.device, -1);
 }
 
