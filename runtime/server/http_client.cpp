@@ -66,6 +66,16 @@ void HttpCall::call(const HttpEndpoint& to, const Request& request,
                     const std::function<void(std::string_view)>& on_body) {
   boost::asio::io_context io;
   beast::tcp_stream stream(io);
+  // However the call ends (a callback or a read error throwing included), the descriptor is
+  // withdrawn before the stream closes it: cancel() must never shut down whatever socket gets
+  // the number next.
+  struct Unpublish {
+    State& state;
+    ~Unpublish() {
+      std::lock_guard lock(state.mu);
+      state.fd = -1;
+    }
+  } unpublish{*state_};
   const char* phase = "connect";
   auto fail = [&](const std::string& what) {
     throw std::runtime_error(to.url() + ": " + phase + ": " + what);
@@ -133,12 +143,9 @@ void HttpCall::call(const HttpEndpoint& to, const Request& request,
     {
       std::lock_guard lock(state_->mu);
       cancelled = state_->cancelled;
-      state_->fd = -1;
     }
     fail(cancelled ? std::string("cancelled") : e.code().message());
   }
-  std::lock_guard lock(state_->mu);
-  state_->fd = -1;
 }
 
 std::pair<int, std::string> http_get(const HttpEndpoint& to, const std::string& target,
