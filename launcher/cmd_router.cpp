@@ -56,11 +56,6 @@ int run_router(const RouterOptions& o) {
   });
   std::thread io_thread([&io] { io.run(); });
 
-  const auto loads = router.replicas().loads();
-  for (size_t i = 0; i < endpoints.size(); ++i) {
-    std::fprintf(stderr, "[adakv] replica %zu: %s (%s)\n", i, endpoints[i].url().c_str(),
-                 loads[i].up ? "up" : "not answering yet");
-  }
   std::fprintf(stderr, "[adakv] routing on http://%s:%u\n", o.host.c_str(), unsigned(http->port()));
   std::fflush(stderr);
 

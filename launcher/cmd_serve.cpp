@@ -1,16 +1,24 @@
 // adakv serve: the OpenAI-compatible HTTP server (runtime/server/) over the serving loop.
-// Rank 0 of the TP job serves HTTP and runs the loop; the other ranks follow its plans.
+// Rank 0 of the TP job serves HTTP and runs the loop; the other ranks follow its plans. With
+// --dp N the job is N replicas (comm/parallel_layout.h): each replica's first rank runs its own
+// loop and serves on a port of its own, and rank 0 also runs the router
+// (runtime/server/replica_router.h) on --port in front of them all.
 // SIGINT, SIGTERM (and SIGUSR1, which mpirun forwards to every rank) drain: no new requests,
 // those in flight get --drain-s seconds, then end with finish_reason "abort"; every rank stops
 // and the exit code is 0.
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "kernels/cpu_threads.h"
 #include "kernels/ops.h"
@@ -25,6 +33,7 @@
 #include "runtime/server/front_door.h"
 #include "runtime/server/http_server.h"
 #include "runtime/server/openai_api.h"
+#include "runtime/server/replica_router.h"
 #include "runtime/worker.h"
 
 namespace adakv::cli {
@@ -51,15 +60,43 @@ std::string default_served_name(const std::string& path) {
   return stem;
 }
 
+// The address other ranks reach this one at: the host it binds, or its name when it binds
+// every interface.
+std::string advertised_host(const std::string& bind) {
+  if (bind != "0.0.0.0" && bind != "::") return bind;
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) {
+    throw std::runtime_error(std::string("gethostname: ") + std::strerror(errno));
+  }
+  return name;
+}
+
+// Every rank of the job: the "host:port" each replica's root serves on (`mine` on those roots),
+// by a broadcast from each root over the whole job.
+std::vector<std::string> exchange_endpoints(const comm::World& w, const std::string& mine) {
+  comm::Communicator* world = tp_group();
+  std::vector<std::string> out;
+  for (int r = 0; r < w.dp_size; ++r) {
+    char buf[256] = {};
+    const int root = r * w.tp_size * w.pp_size;
+    if (w.rank == root) std::snprintf(buf, sizeof buf, "%s", mine.c_str());
+    world->broadcast_patiently(buf, sizeof buf, root);
+    out.emplace_back(buf);
+  }
+  return out;
+}
+
 int run_serve(const ServeOptions& o) {
   kernels::set_num_threads(o.threads);
   const std::string model_path = runtime::resolve_model(o.model);
-  const auto job = job_groups(o.parallel.pipeline_stages());
+  const int replicas = o.parallel.replicas();
+  const auto job = job_groups(o.parallel.stages(), replicas);
   runtime::Worker engine(model_path, job.groups, job.world);
   if (!engine.is_root()) {
     // Only rank 0 decides when to stop; it tells the others (a signal that mpirun forwards to
     // every rank must not end a follower in the middle of a step).
     for (int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, SIG_IGN);
+    if (replicas > 1) exchange_endpoints(job.world, "");
     return engine.follow();
   }
   o.chat_template.apply(engine, /*renders_chats=*/true);
@@ -90,14 +127,39 @@ int run_serve(const ServeOptions& o) {
   limits.max_body_bytes = size_t(o.max_body_mb * 1048576.0);
   limits.max_header_bytes = size_t(o.max_header_kb * 1024.0);
   limits.timeout_s = o.timeout_s;
+  // With replicas, each replica's root serves on a port of its own and the job's rank 0 puts
+  // the router on --port in front of them all.
+  const unsigned short engine_port = replicas > 1 ? 0 : o.port;
   std::unique_ptr<server::HttpServer> http;
   try {
     http = std::make_unique<server::HttpServer>(
-        io, o.host, o.port, limits,
+        io, o.host, engine_port, limits,
         [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
   } catch (const std::exception& e) {
-    throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " +
-                             e.what());
+    throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(engine_port) +
+                             ": " + e.what());
+  }
+  std::unique_ptr<server::ReplicaRouter> router;
+  std::unique_ptr<server::HttpServer> router_http;
+  if (replicas > 1) {
+    const auto urls =
+        exchange_endpoints(job.world, advertised_host(o.host) + ":" + std::to_string(http->port()));
+    std::fprintf(stderr, "[adakv] replica %d (%s) serving on http://%s:%u\n", job.world.dp_rank,
+                 job.world.rank == 0 ? "with the router" : "behind the router", o.host.c_str(),
+                 unsigned(http->port()));
+    if (job.world.rank == 0) {
+      std::vector<server::HttpEndpoint> endpoints;
+      for (const auto& u : urls) endpoints.push_back(server::HttpEndpoint::parse("http://" + u));
+      router = std::make_unique<server::ReplicaRouter>(endpoints, server::RouterConfig{});
+      try {
+        router_http = std::make_unique<server::HttpServer>(
+            io, o.host, o.port, limits,
+            [&router](std::shared_ptr<server::Exchange> ex) { router->handle(ex); });
+      } catch (const std::exception& e) {
+        throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                                 ": " + e.what());
+      }
+    }
   }
 
   std::atomic<int> signals_seen{0};
@@ -111,6 +173,7 @@ int run_serve(const ServeOptions& o) {
         std::fprintf(stderr, "[adakv] signal %d: no new requests; draining for up to %.0f s\n", sig,
                      drain);
         http->stop_accepting();
+        if (router_http) router_http->stop_accepting();
         async.shutdown(drain);
         signals.async_wait(on_signal);
       };
@@ -122,11 +185,16 @@ int run_serve(const ServeOptions& o) {
       stderr, "[adakv] %s; TP %zu\n",
       describe_pool(serving, engine.model().local_config(), o.compression.kv_dtype).c_str(),
       engine.tp_size());
-  std::fprintf(stderr, "[adakv] serving %s on http://%s:%u\n", api_config.model_name.c_str(),
-               o.host.c_str(), unsigned(http->port()));
+  if (replicas == 1 || router_http) {
+    std::fprintf(stderr, "[adakv] serving %s on http://%s:%u%s\n", api_config.model_name.c_str(),
+                 o.host.c_str(), unsigned(router_http ? router_http->port() : http->port()),
+                 router_http ? (" (" + std::to_string(replicas) + " replicas)").c_str() : "");
+  }
   std::fflush(stderr);
 
   async.run();
+  // The router's requests on other replicas end as those replicas drain (the same signal).
+  if (router) router->shutdown(o.drain_s + 5);
   int code = 0;
   if (async.dead()) {
     // /health answers 503 until someone stops the server.

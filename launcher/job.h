@@ -22,15 +22,16 @@ class Job {
 // The tensor-parallel group of this job; null when not started by mpirun.
 comm::Communicator* tp_group();
 comm::World job_world();
-// The groups of this job split into `pp` pipeline stages (comm/parallel_layout.h: TP fastest,
-// then PP), and this rank's World placed in them. Collective on the first call (every rank
-// calls it with the same pp: MPI_Comm_split), the same groups afterwards; a later call with
-// another pp throws. Without mpirun: one rank, pp must be 1.
+// The groups of this job split into `dp` replicas of `pp` pipeline stages
+// (comm/parallel_layout.h: TP fastest, then PP, then DP), and this rank's World placed in them:
+// the groups are those of this rank's replica, whose first rank is its root. Collective on the
+// first call (every rank calls it with the same pp and dp: MPI_Comm_split), the same groups
+// afterwards; a later call with other sizes throws. Without mpirun: one rank, pp and dp 1.
 struct JobGroups {
   comm::Groups groups;
   comm::World world;
 };
-JobGroups job_groups(int pp);
+JobGroups job_groups(int pp, int dp = 1);
 
 // True on rank 0 (and in a plain run): the rank that prints.
 bool is_job_root();

@@ -32,17 +32,27 @@ void ParallelFlags::add_to(CLI::App* app) {
   app->add_option("--pp", pp,
                   "Pipeline stages: each holds a contiguous range of layers, a tensor-parallel "
                   "group of ranks / pp ranks (default: ADAKV_PP_SIZE, else 1)");
-  app->add_option("--dp", dp,
-                  "Data-parallel replicas (default: ADAKV_DP_SIZE, else 1; only 1 is built yet)");
+  app->add_option(
+      "--dp", dp,
+      "Data-parallel replicas, each an engine of its own behind one endpoint (serve only; "
+      "default: ADAKV_DP_SIZE, else 1)");
+}
+
+int ParallelFlags::stages() const {
+  return size_from(pp, "--pp", "ADAKV_PP_SIZE");
+}
+
+int ParallelFlags::replicas() const {
+  return size_from(dp, "--dp", "ADAKV_DP_SIZE");
 }
 
 int ParallelFlags::pipeline_stages() const {
-  const int replicas = size_from(dp, "--dp", "ADAKV_DP_SIZE");
-  if (replicas != 1) {
-    throw std::invalid_argument("--dp " + std::to_string(replicas) +
-                                ": data-parallel replicas are not built in this command yet");
+  if (replicas() != 1) {
+    throw std::invalid_argument(
+        "--dp " + std::to_string(replicas()) +
+        ": this command runs one engine; data-parallel replicas are for `adakv serve`");
   }
-  return size_from(pp, "--pp", "ADAKV_PP_SIZE");
+  return stages();
 }
 
 }  // namespace adakv::cli

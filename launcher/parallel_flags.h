@@ -13,8 +13,11 @@ struct ParallelFlags {
   int dp = 0;
 
   void add_to(CLI::App* app);
-  // Pipeline stages asked for. Throws std::invalid_argument for a value below 1, and for data
-  // parallelism other than 1, which these commands do not build yet.
+  // Pipeline stages and replicas asked for. Throw std::invalid_argument for a value below 1.
+  int stages() const;
+  int replicas() const;
+  // stages() for the commands that run one engine: throws std::invalid_argument for replicas
+  // other than 1.
   int pipeline_stages() const;
 };
 

@@ -10,7 +10,6 @@ namespace adakv::server {
 
 ReplicaRouter::ReplicaRouter(std::vector<HttpEndpoint> replicas, RouterConfig config)
     : replicas_(std::move(replicas)), config_(config) {
-  replicas_.poll(config_.poll_timeout_s);
   poller_ = std::thread([this] { poll_loop(); });
 }
 

@@ -7,7 +7,8 @@
 // stream already started) while the others keep serving.
 //
 // Threads: handle() runs on the HTTP I/O thread and hands each request to a thread of its own
-// (upstream calls block); a poller thread reads the replicas' /metrics every poll_s.
+// (upstream calls block); a poller thread reads the replicas' /metrics every poll_s, the first
+// time at once (until then no replica is up: /health answers 503).
 #pragma once
 
 #include <atomic>

@@ -8,7 +8,8 @@ exit 0). Run with the venv that has the `openai` package:
       [--replicas 2]
       [unittest options, e.g. -v or -k test_stop]
 
---replicas 2 starts two servers behind `adakv router` and runs the suite against the router.
+--replicas 2 starts two servers behind `adakv router` and runs the suite against the router;
+--dp 2 starts one mpirun job of `adakv serve --dp 2` (two replicas, the router on rank 0).
 
 --tp 3 starts the server as three ranks of an mpirun job (rank 0 serves HTTP) and stops it by
 signalling mpirun (SIGUSR1, which mpirun forwards to every rank; --stop-signal TERM to try
@@ -49,15 +50,18 @@ SERVER = None  # the running Server
 class Server:
     """`adakv serve --port 0 ...`, directly (TP 1) or as the ranks of an mpirun job."""
 
-    def __init__(self, adakv, tp, extra, start_timeout_s=120.0):
-        self.adakv, self.tp = adakv, tp
+    def __init__(self, adakv, tp, extra, start_timeout_s=120.0, dp=1):
+        self.adakv, self.tp, self.dp = adakv, tp, dp
         self.env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
         # Idle CPU threads sleep instead of spinning: on a few cores shared with other jobs (ctest -j,
         # a compile) spinning threads slow every run down several times. OMP_WAIT_POLICY=active
         # in the environment keeps spinning.
         self.env.setdefault("OMP_WAIT_POLICY", "passive")
-        cmd = self.launcher() + [adakv, "serve", "--port", "0"] + \
-            ([] if "--threads" in extra else self.threads()) + extra
+        # With replicas (--dp) the job has tp x dp ranks; generate_ref's runs stay at tp.
+        launcher = MPIRUN + ["-np", str(tp * dp)] if tp * dp > 1 else []
+        cmd = launcher + [adakv, "serve", "--port", "0"] + \
+            ([] if "--threads" in extra else self.threads()) + \
+            (["--dp", str(dp)] if dp > 1 else []) + extra
         self.cmd = cmd
         self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-serve-", suffix=".err")
         # Its own process group, so that a hung server can be killed with everything under it.
@@ -94,7 +98,7 @@ class Server:
 
     def threads(self):
         # ranks sharing a few cores: one thread each (as the e2e tensor-parallel tests run them)
-        return ["--threads", "1"] if self.tp > 1 else []
+        return ["--threads", "1"] if self.tp * getattr(self, "dp", 1) > 1 else []
 
     @property
     def base_url(self):
@@ -305,7 +309,8 @@ def setUpModule():
         SERVER = RoutedServer(ARGS.adakv, ARGS.tp, extra_flags, ARGS.replicas,
                               start_timeout_s=ARGS.start_timeout)
     else:
-        SERVER = Server(ARGS.adakv, ARGS.tp, extra_flags, start_timeout_s=ARGS.start_timeout)
+        SERVER = Server(ARGS.adakv, ARGS.tp, extra_flags, start_timeout_s=ARGS.start_timeout,
+                        dp=ARGS.dp)
     print(f"\n[test] server up in {time.monotonic() - t0:.1f}s: {SERVER.name} at "
           f"{SERVER.base_url} (tp {ARGS.tp}, {ARGS.replicas} replica(s))", file=sys.stderr)
 
@@ -313,7 +318,7 @@ def setUpModule():
 def tearDownModule():
     if SERVER is None:
         return
-    sig = signal.SIGUSR1 if (ARGS.tp > 1 and ARGS.stop_signal == "auto") else \
+    sig = signal.SIGUSR1 if (ARGS.tp * ARGS.dp > 1 and ARGS.stop_signal == "auto") else \
         {"auto": signal.SIGTERM, "TERM": signal.SIGTERM, "INT": signal.SIGINT,
          "USR1": signal.SIGUSR1}[ARGS.stop_signal]
     t0 = time.monotonic()
@@ -993,6 +998,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     ap.add_argument("--adakv", default=os.path.join(REPO, "build", "adakv"))
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--dp", type=int, default=1,
+                    help="n > 1: `adakv serve --dp n` (n replicas of --tp ranks under one mpirun)")
     ap.add_argument("--replicas", type=int, default=1,
                     help="n > 1: n servers behind `adakv router` (data-parallel replicas)")
     ap.add_argument("--kv-pool-mb", type=float, default=256)
