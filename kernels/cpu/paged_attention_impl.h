@@ -1,5 +1,5 @@
 // Internals of attention_paged (paged_attention.cpp) shared with its per-level chunk kernels
-// (paged_attention_scalar.cpp, paged_attention_avx2.cpp, paged_attention_avx512.cpp).
+// (paged_attention_scalar.cpp; paged_attention_simd.h, the AVX2 and AVX-512 ones).
 #pragma once
 
 #include <xmmintrin.h>
