@@ -15,8 +15,8 @@ double now_s() {
 
 Engine::Engine(Worker& engine, const ServingConfig& config)
     : engine_(engine),
-      scheduler_(config, engine.model().config(), engine.tp_size(),
-                 engine.model().shard().lm_head) {
+      scheduler_(config, engine.model().config(), engine.tp_size(), engine.model().shard().lm_head,
+                 size_t(engine.world().pp_size)) {
   engine_.configure_steps(config);
 }
 

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "comm/parallel_layout.h"
+
 namespace adakv::runtime {
 namespace {
 
@@ -15,15 +17,25 @@ size_t ceil_div(size_t a, size_t b) {
 }  // namespace
 
 Scheduler::Scheduler(const ServingConfig& config, const model::ModelConfig& model, size_t tp_size,
-                     model::LmHeadMode lm_head)
+                     model::LmHeadMode lm_head, size_t pp_size)
     : config_(config), n_layers_(model.n_layers), n_kv_heads_(model.n_kv_heads) {
   config_.validate();
-  for (size_t r = 0; r < tp_size; ++r) {
-    const auto shard = model::ShardLayout::make(model, r, tp_size, lm_head);
-    std::vector<size_t> heads;
-    for (size_t h = 0; h < shard.n_kv_heads; ++h) heads.push_back(shard.kv_head_begin + h);
-    rank_heads_.push_back(std::move(heads));
+  // Ranks in the job's order (comm/parallel_layout.h): TP fastest, then the stage.
+  for (size_t stage = 0; stage < pp_size; ++stage) {
+    const auto range = comm::stage_layers(static_cast<int>(n_layers_), static_cast<int>(pp_size),
+                                          static_cast<int>(stage));
+    for (size_t r = 0; r < tp_size; ++r) {
+      const auto shard = model::ShardLayout::make(model, r, tp_size, lm_head);
+      std::vector<size_t> heads;
+      for (size_t h = 0; h < shard.n_kv_heads; ++h) heads.push_back(shard.kv_head_begin + h);
+      rank_heads_.push_back(std::move(heads));
+      rank_layers_.push_back({size_t(range.begin), size_t(range.end)});
+    }
   }
+}
+
+size_t Scheduler::layers(size_t rank) const {
+  return rank_layers_[rank].second - rank_layers_[rank].first;
 }
 
 void Scheduler::check_fits_alone(const ScheduledSeq& s) const {
@@ -31,8 +43,9 @@ void Scheduler::check_fits_alone(const ScheduledSeq& s) const {
   // go on, and preemption never cycles.
   const size_t tokens = s.prompt.size() + std::max(s.max_new, s.lookahead);
   size_t worst = 0;
-  for (const auto& heads : rank_heads_) {
-    worst = std::max(worst, n_layers_ * heads.size() * ceil_div(tokens, config_.block_tokens));
+  for (size_t r = 0; r < rank_heads_.size(); ++r) {
+    worst =
+        std::max(worst, layers(r) * rank_heads_[r].size() * ceil_div(tokens, config_.block_tokens));
   }
   if (worst > config_.kv_pool_blocks) {
     throw std::invalid_argument(
@@ -64,9 +77,9 @@ bool Scheduler::has_work() const {
 size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
   const auto& heads = rank_heads_[rank];
   const size_t bt = config_.block_tokens;
-  if (s.kept.empty()) return n_layers_ * reserved_per_layer(rank, s);
+  if (s.kept.empty()) return layers(rank) * reserved_per_layer(rank, s);
   size_t n = 0;
-  for (size_t l = 0; l < n_layers_; ++l) {
+  for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
     for (size_t h : heads) {
       const size_t kept = s.kept[l * n_kv_heads_ + h];
       n += ceil_div(kept + s.appended, bt) - (s.shared ? kept / bt : 0);
@@ -77,7 +90,7 @@ size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
 
 size_t Scheduler::shared_blocks(size_t rank, const SharedPrompt& p) const {
   size_t n = 0;
-  for (size_t l = 0; l < n_layers_; ++l) {
+  for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
     for (size_t h : rank_heads_[rank]) n += p.kept[l * n_kv_heads_ + h] / config_.block_tokens;
   }
   return n;
@@ -135,7 +148,7 @@ size_t Scheduler::reserved_per_layer(size_t rank, const ScheduledSeq& s) const {
 size_t Scheduler::growth(size_t rank, const ScheduledSeq& s) const {
   if (s.kept.empty()) return 0;  // within its reservation
   size_t n = 0;
-  for (size_t l = 0; l < n_layers_; ++l) {
+  for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
     for (size_t h : rank_heads_[rank]) {
       n += (s.kept[l * n_kv_heads_ + h] + s.appended) % config_.block_tokens == 0;
     }
@@ -150,7 +163,7 @@ size_t Scheduler::used_blocks(size_t rank) const {
 }
 
 size_t Scheduler::uncompressed_blocks(size_t rank) const {
-  const size_t per_head = n_layers_ * rank_heads_[rank].size();
+  const size_t per_head = layers(rank) * rank_heads_[rank].size();
   size_t n = 0;
   for (const auto& s : resident_) {
     if (!s->kept.empty())
@@ -279,7 +292,7 @@ void Scheduler::fork_samples(StepPlan& plan, std::vector<size_t>& used) {
     std::vector<size_t> need(P, 0);
     bool fits = true;
     for (size_t r = 0; r < P; ++r) {
-      for (size_t l = 0; l < n_layers_; ++l) {
+      for (size_t l = rank_layers_[r].first; l < rank_layers_[r].second; ++l) {
         for (size_t h : rank_heads_[r]) need[r] += source.kept[l * n_kv_heads_ + h] % bt != 0;
       }
       fits = fits && used[r] + need[r] <= config_.kv_pool_blocks;

@@ -31,7 +31,8 @@
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
 // (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
 // chunks of tokens or waits for look-ahead, else what its policy keeps; then its kept tokens
-// plus the generated ones), summed into blocks over the heads each rank holds. That is exactly what
+// plus the generated ones), summed into blocks over the heads and layers each rank holds (its
+// tensor-parallel shard's heads, its pipeline stage's layers). That is exactly what
 // each rank's pool holds after the step, so a shortage is found before it happens, never by a
 // failed append.
 #pragma once
@@ -102,9 +103,11 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  // `model`: the whole model; `tp_size` ranks with the shard layout of each (their KV heads).
+  // `model`: the whole model; `tp_size` ranks with the shard layout of each (their KV heads)
+  // in each of `pp_size` pipeline stages (their layers: comm::stage_layers). Ranks are numbered
+  // as the job's: stage * tp_size + tp rank.
   Scheduler(const ServingConfig& config, const model::ModelConfig& model, size_t tp_size,
-            model::LmHeadMode lm_head);
+            model::LmHeadMode lm_head, size_t pp_size = 1);
 
   // Queues a sequence (phase waiting). Throws std::invalid_argument when its prompt could never
   // fit the pool, even alone.
@@ -171,10 +174,13 @@ class Scheduler {
   size_t layers_within(const ScheduledSeq& s, size_t tokens) const;
   size_t layers_cost(const ScheduledSeq& s, size_t layers) const;
   void preempt(ScheduledSeq& s, StepPlan& plan);
+  // Layers `rank` holds (its pipeline stage's).
+  size_t layers(size_t rank) const;
 
   ServingConfig config_;
   size_t n_layers_, n_kv_heads_;
-  std::vector<std::vector<size_t>> rank_heads_;  // [rank] -> model KV heads it holds
+  std::vector<std::vector<size_t>> rank_heads_;         // [rank] -> model KV heads it holds
+  std::vector<std::pair<size_t, size_t>> rank_layers_;  // [rank] -> its stage's layers [first, end)
   std::deque<std::shared_ptr<ScheduledSeq>> waiting_;
   std::vector<std::shared_ptr<ScheduledSeq>> samples_;   // waiting to fork (add_sample)
   std::vector<std::shared_ptr<ScheduledSeq>> resident_;  // admission order

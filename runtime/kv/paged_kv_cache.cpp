@@ -154,8 +154,9 @@ bool PagedKvCache::stage(size_t layer, const float* q, size_t q_stride, const fl
     return false;
   }
   if (position_ == 0 && prompt_n_ > n) {
-    // The first of several prompt chunks: causal attention over its own raw rows.
-    if (layer == 0) init_prompt(prompt_n_);
+    // The first of several prompt chunks: causal attention over its own raw rows. The prompt
+    // starts at the first layer this cache holds (a later pipeline stage never sees layer 0).
+    if (report_.kept.empty()) init_prompt(prompt_n_);
     pool_.backend().attention_causal(out, q, k, v, n, n, model_.n_heads, Hkv, Dh, q_stride,
                                      kv_stride, out_stride,
                                      1.0f / std::sqrt(static_cast<float>(Dh)));

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "model_fixture.h"
 #include "run_adakv.h"
@@ -115,9 +117,69 @@ TEST(PipelineParallel, UnevenStagesOfASyntheticModel) {
   expect_same(generate({3, 1}, args), generate({6, 2}, args), {6, 2});
 }
 
+// The serving loop under PP 2: `adakv batch` of five prompts of 700-1,800 tokens on the synthetic
+// model, in chunks of 128 tokens (policy full) or layer by layer (Ada-KV scope layer), with a pool
+// per stage that holds about two of them at once (so requests wait for blocks), gives every
+// request the tokens and budgets of one rank, and every block comes back.
+TEST(PipelineParallel, BatchWithChunkedAndLayeredPrefillMatchesOneRank) {
+  const auto model = (work_dir() / "syn7-batch.gguf").string();
+  const auto made = run_command(std::string(ADAKV_MAKE_TEST_MODEL) + " " + model +
+                                " --layers 7 --heads 6 --kv-heads 3 --head-dim 16 --ffn 192");
+  ASSERT_EQ(made.rc, 0) << made.err;
+  std::istringstream words(slurp("/usr/share/common-licenses/GPL-3"));
+  std::vector<std::string> all;
+  for (std::string w; words >> w;) all.push_back(w);
+  const auto file = work_dir() / "requests.jsonl";
+  {
+    std::ofstream out(file);
+    for (size_t i = 0; i < 5; ++i) {
+      std::string text;
+      for (size_t w = 0; w < 120 + 50 * i; ++w) text += all[(i * 53 + w) % all.size()] + " ";
+      out << json{{"prompt", text},
+                  {"max_tokens", 12},
+                  {"ignore_eos", true},
+                  {"kv_policy", i % 3 ? "full" : "adakv"},
+                  {"kv_budget", 0.2}}
+                 .dump()
+          << "\n";
+    }
+  }
+  const std::string args = "batch " + file.string() + " --model " + model +
+                           " --min-keep 0 --prefill-chunk 128 --kv-dtype f32 --decode-dots float";
+  const auto one = adakv(args + " -q --kv-pool-mb 64");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const auto two = adakv_mpi(2, args + " --pp 2 --kv-pool-mb 3");
+  ASSERT_EQ(two.rc, 0) << two.err;
+  std::vector<json> a, b;
+  for (const auto* text : {&one.out, &two.out}) {
+    std::istringstream in(*text);
+    for (std::string line; std::getline(in, line);) {
+      (text == &one.out ? a : b).push_back(json::parse(line));
+    }
+  }
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    ASSERT_TRUE(b[i].contains("tokens")) << b[i];
+    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]);
+    EXPECT_EQ(a[i]["kv"]["budgets"], b[i]["kv"]["budgets"]);
+    EXPECT_TRUE(b[i]["kv"]["budgets_agree_across_ranks"].get<bool>());
+  }
+  // "pool free at the end: N of N blocks": every stage's blocks came back.
+  const auto at = two.err.rfind("pool free at the end: ");
+  ASSERT_NE(at, std::string::npos) << two.err;
+  std::istringstream end(two.err.substr(at + 22));
+  size_t free = 0, total = 0;
+  std::string of;
+  end >> free >> of >> total;
+  EXPECT_EQ(free, total);
+  EXPECT_GT(total, 0u);
+}
+
 TEST(PipelineParallel, RefusesWhatCannotSplit) {
   const std::string model = model_path();
-  // 4 ranks do not split into 3 stages; data-parallel replicas are not built here.
+  // 4 ranks do not split into 3 stages; generate runs one engine, not data-parallel replicas.
   const auto uneven =
       adakv_mpi(4, "generate --model " + model + " --prompt hi --max-tokens 1 --pp 3");
   EXPECT_NE(uneven.rc, 0);
@@ -125,9 +187,8 @@ TEST(PipelineParallel, RefusesWhatCannotSplit) {
       << uneven.err;
   const auto dp = adakv("generate --model " + model + " --prompt hi --max-tokens 1 --dp 2");
   EXPECT_EQ(dp.rc, 1);
-  EXPECT_NE(dp.err.find("data-parallel replicas are not built in this command yet"),
-            std::string::npos)
-      << dp.err;
+  EXPECT_NE(dp.err.find("--dp 2"), std::string::npos) << dp.err;
+  EXPECT_NE(dp.err.find("data-parallel replicas"), std::string::npos) << dp.err;
 }
 
 }  // namespace

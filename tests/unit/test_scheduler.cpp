@@ -287,6 +287,23 @@ TEST(Scheduler, AccountsEachRanksOwnHeads) {
   EXPECT_EQ(sched.used_blocks(1), 2u);
 }
 
+TEST(Scheduler, AccountsEachStagesOwnLayers) {
+  // TP 2 x PP 2 over 2 layers: ranks 0 and 1 (stage 0) hold layer 0, ranks 2 and 3 layer 1.
+  Scheduler sched(config(100, 512), tiny_model(), 2, model::LmHeadMode::kReplicated, 2);
+  auto s = sequence(1, 64, 5, compression::Policy::kAdaKV);
+  sched.add(s);
+  std::vector<EntryKind> kinds;
+  sched.schedule(kinds);
+  // Uncompressed: 1 layer x 1 head x 4 blocks on each rank.
+  for (size_t r = 0; r < 4; ++r) EXPECT_EQ(sched.used_blocks(r), 4u) << r;
+  // Layer 0 keeps 50 and 14 tokens, layer 1 keeps 14 and 50.
+  sched.set_kept(*s, {{50, 14}, {14, 50}});
+  EXPECT_EQ(sched.used_blocks(0), 4u);
+  EXPECT_EQ(sched.used_blocks(1), 1u);
+  EXPECT_EQ(sched.used_blocks(2), 1u);
+  EXPECT_EQ(sched.used_blocks(3), 4u);
+}
+
 TEST(Scheduler, ReservesThePeakThePrefillReaches) {
   // 640 tokens, Ada-KV 10% (64 per head): one forward writes only the kept rows, so a layer's
   // two heads reserve their shared 2 * 65 tokens (+ a block each for rounding), not 40 blocks.
