@@ -1,15 +1,17 @@
 # The two commands of the README, and their parts. Each target does its own setup.
 #   make demo   long-prompt generation on the default model
-#   make test   every test: unit, hostile files and HTTP requests under ASan+UBSan, the fuzz
+#   make test   every test: unit, MPI, hostile files and HTTP requests, the server and router
+#               under ASan+UBSan, the scheduler, server and router under TSan, the fuzz
 #               targets for a short while, real model
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 BUILD_FUZZ ?= build-fuzz
 FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build demo test test-asan fuzz-smoke bench bench-tp format clean
+.PHONY: setup build demo test test-asan test-tsan fuzz-smoke bench bench-tp format clean
 
 setup:
 	bash cluster/setup-node.sh
@@ -38,16 +40,25 @@ demo: setup $(BUILD)/build.ninja
 	@grep -E "^kept|^roles" $(BUILD)/demo-profile.txt
 	@echo "== head budgets: $(BUILD)/demo-profile/head_budgets.svg (and .png)"
 
-test: build test-asan fuzz-smoke
+test: build test-asan test-tsan fuzz-smoke
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
 
-# Hostile input under AddressSanitizer + UndefinedBehaviorSanitizer: corrupt GGUF files for the
-# reader, and malformed or hostile HTTP requests for `adakv serve`.
+# AddressSanitizer + UndefinedBehaviorSanitizer, leaks included: corrupt GGUF files, the unit
+# suite, the MPI suite as 2 and 3 ranks, hostile HTTP requests, the OpenAI client suite at TP 1
+# and the data-parallel router (tests/sanitizers/run_asan.sh).
 test-asan: setup
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON $(CMAKE_FLAGS)
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv_corrupt_file_tests adakv
-	$(BUILD_ASAN)/tests/adakv_corrupt_file_tests
-	python3 tests/server/bad_input_suite.py --adakv $(BUILD_ASAN)/adakv
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv adakv_corrupt_file_tests \
+	  adakv_unit_tests adakv_mpi_tests
+	bash tests/sanitizers/run_asan.sh $(BUILD_ASAN)
+
+# ThreadSanitizer over the threaded parts: the scheduler and server unit tests, `adakv serve`
+# (engine thread and HTTP threads) and `adakv router` through the OpenAI client
+# (tests/sanitizers/run_tsan.sh; Open MPI and libgomp internals suppressed in tsan.supp).
+test-tsan: setup
+	cmake -S . -B $(BUILD_TSAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_TSAN=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD_TSAN) -j $(JOBS) --target adakv adakv_tsan_unit_tests
+	bash tests/sanitizers/run_tsan.sh $(BUILD_TSAN)
 
 # Every libFuzzer target (tests/fuzz/targets: the parsers of files, requests, configs and
 # control-plane messages) under ASan+UBSan: its regression inputs, then FUZZ_SECONDS of fuzzing
@@ -72,4 +83,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)
