@@ -96,7 +96,7 @@ void FrontDoor::publish_gauges() {
       kernels::KvBlockLayout{sched.config().block_tokens, cfg.head_dim, sched.config().kv_dtype}
           .block_bytes();
   size_t used = 0, uncompressed = 0, compressed = 0;
-  for (size_t rank = 0; rank < engine_.tp_size(); ++rank) {
+  for (size_t rank = 0; rank < engine_.job_size(); ++rank) {
     used += sched.used_blocks(rank);
     uncompressed += sched.uncompressed_blocks(rank);
     compressed += sched.compressed_blocks(rank);

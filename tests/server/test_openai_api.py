@@ -50,18 +50,19 @@ SERVER = None  # the running Server
 class Server:
     """`adakv serve --port 0 ...`, directly (TP 1) or as the ranks of an mpirun job."""
 
-    def __init__(self, adakv, tp, extra, start_timeout_s=120.0, dp=1):
-        self.adakv, self.tp, self.dp = adakv, tp, dp
+    def __init__(self, adakv, tp, extra, start_timeout_s=120.0, dp=1, pp=1):
+        self.adakv, self.tp, self.dp, self.pp = adakv, tp, dp, pp
         self.env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
         # Idle CPU threads sleep instead of spinning: on a few cores shared with other jobs (ctest -j,
         # a compile) spinning threads slow every run down several times. OMP_WAIT_POLICY=active
         # in the environment keeps spinning.
         self.env.setdefault("OMP_WAIT_POLICY", "passive")
-        # With replicas (--dp) the job has tp x dp ranks; generate_ref's runs stay at tp.
-        launcher = MPIRUN + ["-np", str(tp * dp)] if tp * dp > 1 else []
+        # With replicas (--dp) the job has tp x pp x dp ranks; generate_ref's runs are one
+        # replica's (tp x pp).
+        launcher = MPIRUN + ["-np", str(tp * pp * dp)] if tp * pp * dp > 1 else []
         cmd = launcher + [adakv, "serve", "--port", "0"] + \
             ([] if "--threads" in extra else self.threads()) + \
-            (["--dp", str(dp)] if dp > 1 else []) + extra
+            (["--dp", str(dp)] if dp > 1 else []) + self.layout() + extra
         self.cmd = cmd
         self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-serve-", suffix=".err")
         # Its own process group, so that a hung server can be killed with everything under it.
@@ -94,11 +95,17 @@ class Server:
         self.fail(f"GET /health did not answer 200 within {start_timeout_s}s")
 
     def launcher(self):
-        return MPIRUN + ["-np", str(self.tp)] if self.tp > 1 else []
+        ranks = self.tp * getattr(self, "pp", 1)
+        return MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+
+    def layout(self):
+        """The flags of one replica's layout beyond TP (serve and generate_ref alike)."""
+        return ["--pp", str(self.pp)] if getattr(self, "pp", 1) > 1 else []
 
     def threads(self):
         # ranks sharing a few cores: one thread each (as the e2e tensor-parallel tests run them)
-        return ["--threads", "1"] if self.tp * getattr(self, "dp", 1) > 1 else []
+        ranks = self.tp * getattr(self, "dp", 1) * getattr(self, "pp", 1)
+        return ["--threads", "1"] if ranks > 1 else []
 
     @property
     def base_url(self):
@@ -188,6 +195,7 @@ class RoutedServer:
             self.fail("printed no '[adakv] routing on http://HOST:PORT'")
 
     launcher = Server.launcher
+    layout = Server.layout
     threads = Server.threads
     base_url = Server.base_url
     stderr = Server.stderr
@@ -275,7 +283,7 @@ def generate_ref(prompt, max_tokens, chat=False, extra=()):
     """`adakv generate --prompt P --max-tokens N --temperature 0 --json` at the server's TP."""
     cmd = SERVER.launcher() + [SERVER.adakv, "generate", "--prompt", prompt, "--max-tokens",
                                str(max_tokens), "--temperature", "0", "--json"] + SERVER.threads() \
-        + list(extra)
+        + SERVER.layout() + list(extra)
     if chat:
         cmd.append("--chat")
     p = subprocess.run(cmd, capture_output=True, text=True, env=SERVER.env, timeout=300)
@@ -310,7 +318,7 @@ def setUpModule():
                               start_timeout_s=ARGS.start_timeout)
     else:
         SERVER = Server(ARGS.adakv, ARGS.tp, extra_flags, start_timeout_s=ARGS.start_timeout,
-                        dp=ARGS.dp)
+                        dp=ARGS.dp, pp=ARGS.pp)
     print(f"\n[test] server up in {time.monotonic() - t0:.1f}s: {SERVER.name} at "
           f"{SERVER.base_url} (tp {ARGS.tp}, {ARGS.replicas} replica(s))", file=sys.stderr)
 
@@ -318,7 +326,8 @@ def setUpModule():
 def tearDownModule():
     if SERVER is None:
         return
-    sig = signal.SIGUSR1 if (ARGS.tp * ARGS.dp > 1 and ARGS.stop_signal == "auto") else \
+    sig = signal.SIGUSR1 if (ARGS.tp * ARGS.dp * ARGS.pp > 1 and ARGS.stop_signal == "auto") \
+        else \
         {"auto": signal.SIGTERM, "TERM": signal.SIGTERM, "INT": signal.SIGINT,
          "USR1": signal.SIGUSR1}[ARGS.stop_signal]
     t0 = time.monotonic()
@@ -998,6 +1007,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     ap.add_argument("--adakv", default=os.path.join(REPO, "build", "adakv"))
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1,
+                    help="pipeline stages of the server (and of the reference generate runs)")
     ap.add_argument("--dp", type=int, default=1,
                     help="n > 1: `adakv serve --dp n` (n replicas of --tp ranks under one mpirun)")
     ap.add_argument("--replicas", type=int, default=1,
