@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/half.h"
 #include "kernels/kv_layout.h"
 #include "kernels/rope_frequencies.h"
 
@@ -159,7 +160,7 @@ void pool1d(const float* in, float* out, size_t n, size_t kernel, bool max_pool,
 
 // float <-> storage conversions used by the KV blocks (exposed for tests).
 uint16_t fp32_to_bf16(float x);  // round to nearest even; NaN stays NaN
-float bf16_to_fp32(uint16_t x);
+// float bf16_to_fp32(uint16_t): kernels/half.h.
 uint8_t fp32_to_e4m3(float x);  // OCP FP8 E4M3 (no infinities, max 448), round to nearest even,
                                 // saturating to +-448; NaN -> 0x7F
 float e4m3_to_fp32(uint8_t x);

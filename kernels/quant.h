@@ -54,6 +54,10 @@ const char* weight_format_name(WeightFormat f);
 size_t block_elements(WeightFormat f);
 // Bytes per block.
 size_t block_bytes(WeightFormat f);
+// Decodes n elements of format f (n a multiple of block_elements(f); src holds their blocks) to
+// float32 as the `gguf` PyPI package does, bit for bit: float32 products and sums each rounded
+// on its own. Scalar; the GGUF reader's dequantize and the scalar level's panels.
+void decode_blocks(WeightFormat f, const void* src, float* dst, size_t n);
 // Bytes of one row of K elements. K must be a multiple of block_elements(f); returns 0 when it
 // is not (and for K = 0).
 size_t row_bytes(WeightFormat f, size_t K);

@@ -97,7 +97,7 @@ void read_rows(const uint8_t* block, const KvBlockLayout& layout, int which, siz
       for (size_t i = 0; i < n * dim; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, sizeof(h));
-        dst[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+        dst[i] = bf16_to_fp32(h);
       }
       break;
     case KvDtype::kE4M3:

@@ -23,10 +23,6 @@ uint16_t fp32_to_bf16(float x) {
   return bf16_bits_rounded(std::bit_cast<uint32_t>(x));
 }
 
-float bf16_to_fp32(uint16_t x) {
-  return std::bit_cast<float>(static_cast<uint32_t>(x) << 16);
-}
-
 uint8_t fp32_to_e4m3(float x) {
   if (std::isnan(x)) return kE4M3Nan;
   const uint32_t bits = std::bit_cast<uint32_t>(x);

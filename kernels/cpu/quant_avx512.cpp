@@ -150,9 +150,9 @@ float weight_at(const uint8_t* row, size_t k) {
     std::memcpy(&v, row + 4 * k, 4);
     return v;
   } else if constexpr (F == WeightFormat::kF16) {
-    return half_to_float(load_u16(row + 2 * k));
+    return fp16_to_fp32(load_u16(row + 2 * k));
   } else {
-    return bf16_to_float(load_u16(row + 2 * k));
+    return bf16_to_fp32(load_u16(row + 2 * k));
   }
 }
 

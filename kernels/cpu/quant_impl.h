@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/half.h"
 #include "kernels/quant.h"
 
 namespace adakv::kernels::quant_detail {
@@ -133,37 +134,8 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
-// IEEE half to float, exact (subnormals, inf and NaN included).
-inline float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1F;
-  const uint32_t mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else {
-    // Zero or subnormal: mant * 2^-24, exact in float.
-    float f = static_cast<float>(mant) * 0x1p-24f;
-    uint32_t fb;
-    std::memcpy(&fb, &f, 4);
-    bits = sign | fb;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 inline float load_half(const uint8_t* p) {
-  return half_to_float(load_u16(p));
-}
-
-inline float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return fp16_to_fp32(load_u16(p));
 }
 
 // The 6-bit scales and mins of the eight 32-element sub-blocks of Q4_K / Q5_K (12 bytes).

@@ -240,9 +240,9 @@ float weight_at(const uint8_t* row, size_t k) {
     std::memcpy(&v, row + 4 * k, 4);
     return v;
   } else if constexpr (F == WeightFormat::kF16) {
-    return half_to_float(load_u16(row + 2 * k));
+    return fp16_to_fp32(load_u16(row + 2 * k));
   } else {
-    return bf16_to_float(load_u16(row + 2 * k));
+    return bf16_to_fp32(load_u16(row + 2 * k));
   }
 }
 
@@ -265,23 +265,11 @@ void scalar_rows_float(const Job& job, size_t n0, size_t n1, size_t m0, size_t m
   }
 }
 
+// The values decode_blocks gives (those of the GGUF reader).
 template <WeightFormat F>
 void scalar_dequant_rows(const Job& job, size_t n0, size_t n1, float* out) {
-  Piece p;
-  for (size_t n = n0; n < n1; ++n, out += job.K) {
-    const uint8_t* row = job.w + n * job.row_bytes;
-    if constexpr (is_float_format(F)) {
-      for (size_t k = 0; k < job.K; ++k) out[k] = weight_at<F>(row, k);
-    } else {
-      for (size_t j = 0; j < job.K / kActBlock; ++j) {
-        piece<F>(row, j, p);
-        for (int l = 0; l < 32; ++l) {
-          out[j * kActBlock + l] =
-              p.dw * static_cast<float>(p.s16[l / 16]) * static_cast<float>(p.q[l]) + p.mw;
-        }
-      }
-    }
-  }
+  for (size_t n = n0; n < n1; ++n, out += job.K)
+    decode_blocks(F, job.w + n * job.row_bytes, out, job.K);
 }
 
 // Quantizes rows [m0, m1) of x: per 32 elements d = max|x| / 127, q = round(x / d), s = d * sum q.

@@ -39,7 +39,7 @@ ADAKV_TARGET_AVX2 __m256i fifth_bits(uint32_t qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-// An fp16 scale, converted by F16C (exact, as half_to_float).
+// An fp16 scale, converted by F16C (exact, as fp16_to_fp32).
 ADAKV_TARGET_AVX2 float half(const uint8_t* p) {
   return _cvtsh_ss(load_u16(p));
 }

@@ -61,7 +61,7 @@ __host__ __device__ inline uint32_t load_u32(const uint8_t* p) {
 
 // IEEE half to float, exact, in integer operations only: subnormals are normalized, infinities
 // stay infinite and a NaN keeps its sign and payload (shifted into the top of float's mantissa),
-// as kernels/cpu/quant_impl.h half_to_float does.
+// as kernels/half.h fp16_to_fp32 does.
 __host__ __device__ inline float half_to_float(uint32_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;

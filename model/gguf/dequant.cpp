@@ -1,10 +1,15 @@
-// Block decoders. Each follows the arithmetic of the `gguf` PyPI package's dequantize step by
-// step (float32 products and sums, each rounded on its own), so results are bit-identical.
+// Block formats of ggml types. The formats the kernels read are decoded by kernels::decode_blocks;
+// the others here. Each decoder follows the arithmetic of the `gguf` PyPI package's dequantize
+// step by step (float32 products and sums, each rounded on its own), so results are
+// bit-identical.
 #include "model/gguf/dequant.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
+
+#include "kernels/half.h"
+#include "kernels/quant.h"
 
 // A fused multiply-add rounds once where numpy rounds twice: forbid contraction in this file.
 #if defined(__clang__)
@@ -56,66 +61,8 @@ uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
-uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 float load_f16(const uint8_t* p) {
   return fp16_to_fp32(load_u16(p));
-}
-
-// Q4_0 / Q4_1: byte l holds element l (low nibble) and element l + 16 (high nibble).
-void dequant_q4_0(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const uint8_t* qs = b + 2;
-  for (int l = 0; l < 16; ++l) {
-    y[l] = d * static_cast<float>((qs[l] & 0x0F) - 8);
-    y[l + 16] = d * static_cast<float>((qs[l] >> 4) - 8);
-  }
-}
-
-void dequant_q4_1(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const float m = load_f16(b + 2);
-  const uint8_t* qs = b + 4;
-  for (int l = 0; l < 16; ++l) {
-    y[l] = d * static_cast<float>(qs[l] & 0x0F) + m;
-    y[l + 16] = d * static_cast<float>(qs[l] >> 4) + m;
-  }
-}
-
-// Q5_0 / Q5_1: nibbles as Q4, and bit j of qh is the fifth bit of element j.
-void dequant_q5_0(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const uint32_t qh = load_u32(b + 2);
-  const uint8_t* qs = b + 6;
-  for (int l = 0; l < 16; ++l) {
-    const int lo = (qs[l] & 0x0F) | static_cast<int>(((qh >> l) & 1) << 4);
-    const int hi = (qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1) << 4);
-    y[l] = d * static_cast<float>(lo - 16);
-    y[l + 16] = d * static_cast<float>(hi - 16);
-  }
-}
-
-void dequant_q5_1(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const float m = load_f16(b + 2);
-  const uint32_t qh = load_u32(b + 4);
-  const uint8_t* qs = b + 8;
-  for (int l = 0; l < 16; ++l) {
-    const int lo = (qs[l] & 0x0F) | static_cast<int>(((qh >> l) & 1) << 4);
-    const int hi = (qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1) << 4);
-    y[l] = d * static_cast<float>(lo) + m;
-    y[l + 16] = d * static_cast<float>(hi) + m;
-  }
-}
-
-void dequant_q8_0(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-  for (int l = 0; l < 32; ++l) y[l] = static_cast<float>(qs[l]) * d;
 }
 
 // Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin. Element
@@ -156,94 +103,15 @@ void dequant_q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// 6-bit scales and mins of the eight 32-element sub-blocks of Q4_K and Q5_K.
-void k_scale_min(const uint8_t* s, int* sc, int* mn) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 0x3F;
-    mn[j] = s[j + 4] & 0x3F;
-    sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 2) & 0x30);
-    mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
-  }
-}
-
-// Q4_K: d, dmin, scales[12], qs[128]. Element c*64 + h*32 + l is nibble h of qs[c*32 + l].
-void dequant_q4_k(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const float dmin = load_f16(b + 2);
-  int sc[8], mn[8];
-  k_scale_min(b + 4, sc, mn);
-  const uint8_t* qs = b + 16;
-  for (int sub = 0; sub < 8; ++sub) {
-    const float ds = d * static_cast<float>(sc[sub]);
-    const float dm = dmin * static_cast<float>(mn[sub]);
-    const int c = sub / 2, h = sub % 2;
-    for (int l = 0; l < 32; ++l) {
-      const float q = static_cast<float>((qs[c * 32 + l] >> (4 * h)) & 0x0F);
-      y[sub * 32 + l] = ds * q - dm;
-    }
-  }
-}
-
-// Q5_K: d, dmin, scales[12], qh[32], qs[128]; low nibbles as Q4_K, bit `sub` of qh[l] on top.
-void dequant_q5_k(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const float dmin = load_f16(b + 2);
-  int sc[8], mn[8];
-  k_scale_min(b + 4, sc, mn);
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
-  for (int sub = 0; sub < 8; ++sub) {
-    const float ds = d * static_cast<float>(sc[sub]);
-    const float dm = dmin * static_cast<float>(mn[sub]);
-    const int c = sub / 2, h = sub % 2;
-    for (int l = 0; l < 32; ++l) {
-      const int q = ((qs[c * 32 + l] >> (4 * h)) & 0x0F) | (((qh[l] >> sub) & 1) << 4);
-      y[sub * 32 + l] = ds * static_cast<float>(q) - dm;
-    }
-  }
-}
-
-// Q6_K: ql[128], qh[64], int8 scales[16], d. Element c*128 + r (c < 2, r < 128): low nibble
-// h = r / 64 of ql[c*64 + r % 64], high bits s = r / 32 of qh[c*32 + r % 32]; 16 per scale.
-void dequant_q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = load_f16(b + 208);
-  float ds[16];
-  for (int i = 0; i < 16; ++i) ds[i] = d * static_cast<float>(scales[i]);
-  for (int e = 0; e < 256; ++e) {
-    const int c = e / 128, r = e % 128;
-    const int lo = (ql[c * 64 + r % 64] >> (4 * (r / 64))) & 0x0F;
-    const int hi = (qh[c * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
-    y[e] = ds[e / 16] * static_cast<float>((lo | (hi << 4)) - 32);
-  }
-}
-
 using BlockFn = void (*)(const uint8_t*, float*);
 
+// The types kernels::decode_blocks has no format for.
 BlockFn block_fn(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0:
-      return dequant_q4_0;
-    case GgmlType::Q4_1:
-      return dequant_q4_1;
-    case GgmlType::Q5_0:
-      return dequant_q5_0;
-    case GgmlType::Q5_1:
-      return dequant_q5_1;
-    case GgmlType::Q8_0:
-      return dequant_q8_0;
     case GgmlType::Q2_K:
       return dequant_q2_k;
     case GgmlType::Q3_K:
       return dequant_q3_k;
-    case GgmlType::Q4_K:
-      return dequant_q4_k;
-    case GgmlType::Q5_K:
-      return dequant_q5_k;
-    case GgmlType::Q6_K:
-      return dequant_q6_k;
     default:
       return nullptr;
   }
@@ -302,50 +170,16 @@ void dequantize(GgmlType t, const void* src, float* dst, size_t n) {
                     n, tr.name, tr.block_elements));
   }
   if (n == 0) return;  // dst and src may be null then
-  const uint8_t* p = static_cast<const uint8_t*>(src);
-  switch (t) {
-    case GgmlType::F32:
-      std::memcpy(dst, p, n * sizeof(float));
-      return;
-    case GgmlType::F16:
-      for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(p + 2 * i));
-      return;
-    case GgmlType::BF16:
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(p + 2 * i));
-      return;
-    default:
-      break;
+  if (kernels::is_weight_format(static_cast<uint32_t>(t))) {
+    kernels::decode_blocks(static_cast<kernels::WeightFormat>(t), src, dst, n);
+    return;
   }
+  const uint8_t* p = static_cast<const uint8_t*>(src);
   const BlockFn fn = block_fn(t);
   const size_t blocks = n / tr.block_elements;
   for (size_t i = 0; i < blocks; ++i) {
     fn(p + i * tr.block_bytes, dst + i * tr.block_elements);
   }
-}
-
-float fp16_to_fp32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1F;
-  uint32_t mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);  // inf, or NaN with its payload
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal: shift the mantissa up to the implicit bit, lowering the exponent each step.
-    exp = 113;
-    while ((mant & 0x400) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 uint16_t fp32_to_fp16(float f) {
@@ -374,13 +208,6 @@ uint16_t fp32_to_fp16(float f) {
   const uint32_t rem = r & 0x1FFF;
   if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
   return static_cast<uint16_t>(sign | h);
-}
-
-float bf16_to_fp32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 }  // namespace adakv::gguf

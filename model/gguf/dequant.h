@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/half.h"
 #include "model/gguf/gguf.h"
 
 namespace adakv::gguf {
@@ -24,8 +25,8 @@ bool can_dequantize(GgmlType t);
 // Precondition: src holds bytes_for(t, n) bytes. Throws GgufError for unsupported types.
 void dequantize(GgmlType t, const void* src, float* dst, size_t n);
 
-float fp16_to_fp32(uint16_t h);
+using kernels::bf16_to_fp32;
+using kernels::fp16_to_fp32;
 uint16_t fp32_to_fp16(float f);  // round to nearest even
-float bf16_to_fp32(uint16_t h);
 
 }  // namespace adakv::gguf
