@@ -91,8 +91,9 @@ enum class MatmulPath {
 
 // The row path a model's decode rows take (every layer and the LM head): kInt16Dots unless
 // set_decode_dots(kFloatDots) chose the float dots (the CLI's --decode-dots float). The int16
-// dots multiply 2 elements per integer lane where float dots convert every weight to float32
-// first: ~1.5x the products per second on 16 rows with AVX-512 VNNI, ~1.6x per row on AVX2.
+// dots multiply 2 elements per integer lane (one vpmaddwd, or vpdpwssd with VNNI, does the work
+// of two FMAs) where float dots first convert every weight to float32, so they do more products
+// per instruction.
 // Their rounding (a step of amax / 32767 per 32 elements) keeps decoded logits within 1e-3 of
 // transformers' (tests/e2e/test_logits_oracle.cpp) and a row's result independent of its batch;
 // but it turns the last-bit differences of another summation order (TP's all-reduce, another

@@ -25,7 +25,7 @@ constexpr size_t kQueryBlock = 16;
 constexpr size_t kKeyBlock = 64;
 // One native vector: the register blocking below must fit the register file, or the compiler
 // spills accumulators to the stack on every step (a 16-float vector on AVX2 is two registers,
-// and the 4 x 4 block that suits AVX-512 ran ~4x slower there).
+// so the 4 x 4 block that fits AVX-512's 32 registers would need 32 of AVX2's 16).
 #if defined(__AVX512F__)
 constexpr size_t kLanes = 16;
 constexpr size_t kRowsPerPass = 4;  // rows x kColsPerPass accumulators: 16 of 32 registers

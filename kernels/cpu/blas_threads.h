@@ -1,5 +1,6 @@
-// OpenBLAS must run single-threaded inside this project's OpenMP regions: two thread pools
-// spin-waiting against each other on a small machine made decode ~10x slower (matmul.cpp).
+// OpenBLAS must run single-threaded inside this project's OpenMP regions: two thread pools on
+// the same cores spin-wait against each other, each holding a core the other needs
+// (matmul.cpp).
 #pragma once
 
 extern "C" void openblas_set_num_threads(int);

@@ -1,8 +1,8 @@
 // Dense float32 GEMM through OpenBLAS: y = x w^T with w in PyTorch's [out][in] layout.
 //
 // OpenBLAS runs single-threaded; the output columns are split across the OpenMP threads
-// instead. Two thread pools (OpenMP for the other ops, OpenBLAS's own for GEMMs) spin-wait
-// against each other on a small machine and made decode ~10x slower.
+// instead. Two thread pools (OpenMP for the other ops, OpenBLAS's own for GEMMs) would spin-wait
+// against each other, each holding cores the other needs.
 #include <cblas.h>
 #include <omp.h>
 

@@ -29,10 +29,11 @@
 //  - 1 < M < 32 (batched decode): activation rows are taken in tiles (64 quantized, 16 float);
 //    within a tile a weight row is decoded once per group of 4 activation rows and stays in L1
 //    for the other groups, so the weights stream from memory once per tile, not per row.
-//  - M >= 32 (prefill): compute-bound, where OpenBLAS's float32 GEMM beats int8 dot products
-//    (measured 148 vs 80 GFLOP/s on 2 AVX2 cores): each thread decodes panels of 64 weight rows
-//    to float32 (in L2) and runs one sgemm of all M rows against each panel; the weights are
-//    read once per call and the result is float32-exact (no activation rounding).
+//  - M >= 32 (prefill): compute-bound, where OpenBLAS's float32 GEMM, blocked for registers
+//    and caches, does more multiply-adds per cycle than the int8 dot products (each 32-element
+//    block of which also pays its unpacking and float scaling): each thread decodes panels of 64
+//    weight rows to float32 (in L2) and runs one sgemm of all M rows against each panel; the
+//    weights are read once per call and the result is float32-exact (no activation rounding).
 //  - Threads split N (output columns); a y element is computed by one thread in a fixed order,
 //    so results do not depend on the thread count.
 //  - Interleaved weights (WeightLayout::kInterleaved, AVX-512's choice for Q8_0 / Q4_0 / Q4_1):

@@ -15,8 +15,9 @@ void check(Status s, const char* op) {
 }
 
 void set_num_threads(int n) {
-  // n <= 0 keeps OpenMP's own count: OMP_NUM_THREADS when set (the launcher's threads_per_rank;
-  // overriding it put 2 threads in each of 3 ranks on 2 cores, and decode ran ~20x slower), else
+  // n <= 0 keeps OpenMP's own count: OMP_NUM_THREADS when set (the launcher's threads_per_rank,
+  // its share of the node's cores: a larger count would put more threads than cores on a node
+  // whose ranks share it, and every parallel region would wait for a descheduled thread), else
   // every core this process may use.
   if (n > 0) omp_set_num_threads(n);  // matmul keeps OpenBLAS single-threaded and splits over these
 }

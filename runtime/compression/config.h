@@ -27,13 +27,12 @@ inline constexpr size_t kMaxLookahead = 256;
 
 // `adakv generate`'s per-head floor (CompressionConfig::min_keep) when neither a flag nor the
 // preset sets one: a chat prompt of up to 512 tokens is kept whole, a longer one keeps at least
-// 512 tokens per head on average. Measured on the default model with its preset, 72 chat
-// prompts (a document excerpt and a question, 93-3325 tokens), 24 greedy tokens compared with
-// the full cache's: without a floor 1 of the 19 prompts of <= 512 tokens answers the same (the
-// 20% budget drops the system line and the attention sink), with 256 18 / 19, with 384 or more
-// 19 / 19; of the 17 prompts of 513-1024 tokens, 3 / 6 / 11 / 16 with 0 / 384 / 512 / 768.
-// Cost: at most 512 x 30 layers x 3 KV heads x 64 x 2 x 4 bytes = 22.5 MiB (f32) per sequence,
-// and nothing past 2560 tokens, where 20% is more than the floor.
+// 512 tokens per head on average. A ratio budget of a short prompt is smaller than the window
+// and evicts the attention sink and the system line, which changes the answer; below 512
+// tokens a chat prompt is mostly those, so it is kept whole, and the greedy answer stays the
+// full cache's. Cost: at most 512 tokens x layers x KV heads x head_dim x 2 (K and V) x 4 bytes
+// per sequence (22.5 MiB for the default model in f32), and nothing past 2560 tokens, where the
+// default 20% budget is more than the floor.
 inline constexpr size_t kGenerateMinKeep = 512;
 
 struct CompressionConfig {
