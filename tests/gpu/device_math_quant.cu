@@ -37,6 +37,7 @@
 #include "kernels/cuda/quant_ops.h"
 #include "kernels/cuda/quant_plan.h"
 #include "kernels/cuda/quant_tiles.cuh"
+#include "kernels/half.h"
 #include "kernels/quant.h"
 #include "tests/gpu/cuda_fixture.h"
 #include "tests/unit/random_data.h"
@@ -178,7 +179,7 @@ struct LevelGuard {
 TEST(DeviceMathQuant, HalfToFloatIsExactOnEveryCode) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float got = qb::half_to_float(h);
-    const float cpu_value = k::quant_detail::half_to_float(static_cast<uint16_t>(h));
+    const float cpu_value = k::fp16_to_fp32(static_cast<uint16_t>(h));
     ASSERT_EQ(to_bits(got), to_bits(cpu_value)) << "half 0x" << std::hex << h;
     // The definition: (-1)^s 2^(e - 15) (1 + m / 1024), subnormals m 2^-24.
     const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
@@ -207,7 +208,7 @@ TEST(DeviceMathQuant, HalfToFloatIsExactOnEveryCode) {
 TEST(DeviceMathQuant, Bf16ToFloatIsExactOnEveryCode) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     ASSERT_EQ(to_bits(qb::bf16_to_float(h)),
-              to_bits(k::quant_detail::bf16_to_float(static_cast<uint16_t>(h))))
+              to_bits(k::bf16_to_fp32(static_cast<uint16_t>(h))))
         << std::hex << h;
     ASSERT_EQ(to_bits(qb::bf16_to_float(h)), h << 16) << std::hex << h;
   }
