@@ -80,6 +80,20 @@ testing::AssertionResult same_bits_or_nans(const std::vector<float>& got,
   return testing::AssertionSuccess();
 }
 
+// The scalar level decodes as the GGUF reader (numpy's order, no fused multiply-add), the device
+// as the SIMD levels: the two may differ in the last bit and in the sign of a zero.
+testing::AssertionResult within_one_ulp(const std::vector<float>& got,
+                                        const std::vector<float>& want) {
+  if (got.size() != want.size()) return testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+    if (got[i] == want[i]) continue;
+    if (std::nextafter(want[i], got[i]) == got[i]) continue;
+    return testing::AssertionFailure() << "element " << i << ": " << got[i] << ", cpu " << want[i];
+  }
+  return testing::AssertionSuccess();
+}
+
 // N rows of K elements of format f. Plausible: random quants with finite fp16 scales of
 // magnitude 2^-9..2^-4 (the float formats: normal values); otherwise every byte random, so
 // scales may be subnormal, infinite or NaN.
@@ -207,8 +221,7 @@ TEST(DeviceMathQuant, HalfToFloatIsExactOnEveryCode) {
 
 TEST(DeviceMathQuant, Bf16ToFloatIsExactOnEveryCode) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    ASSERT_EQ(to_bits(qb::bf16_to_float(h)),
-              to_bits(k::bf16_to_fp32(static_cast<uint16_t>(h))))
+    ASSERT_EQ(to_bits(qb::bf16_to_float(h)), to_bits(k::bf16_to_fp32(static_cast<uint16_t>(h))))
         << std::hex << h;
     ASSERT_EQ(to_bits(qb::bf16_to_float(h)), h << 16) << std::hex << h;
   }
@@ -251,12 +264,14 @@ TEST(DeviceMathQuant, RowsDecodeAsTheCpuDequantizes) {
         k::set_quant_level(k::best_quant_level());
         const auto best = cpu_rows(F, w.data(), N, K);
         if (plausible) {
-          EXPECT_TRUE(same_bits(got, scalar)) << name << " K=" << K << " against the scalar level";
+          EXPECT_TRUE(within_one_ulp(got, scalar))
+              << name << " K=" << K << " against the scalar level";
           EXPECT_TRUE(same_bits(got, best)) << name << " K=" << K << " against the "
                                             << k::quant_level_name(k::best_quant_level());
         } else {
           // Random bytes: fp16 scales of every kind, int8 -128, Q6_K's negative scales.
-          EXPECT_TRUE(same_bits_or_nans(got, scalar)) << name << " K=" << K << ", random bytes";
+          EXPECT_TRUE(same_bits_or_nans(got, best)) << name << " K=" << K << ", random bytes";
+          EXPECT_TRUE(within_one_ulp(got, scalar)) << name << " K=" << K << ", random bytes";
         }
         // A row at an odd address decodes the same (every byte is loaded on its own).
         std::vector<uint8_t> shifted(w.size() + 1);
