@@ -63,25 +63,10 @@ class Server:
         cmd = launcher + [adakv, "serve", "--port", "0"] + \
             ([] if "--threads" in extra else self.threads()) + \
             (["--dp", str(dp)] if dp > 1 else []) + self.layout() + extra
-        self.cmd = cmd
-        self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-serve-", suffix=".err")
-        # Its own process group, so that a hung server can be killed with everything under it.
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=self.err_file, env=self.env, start_new_session=True)
-        self.name = self.host = self.port = None
         deadline = time.monotonic() + start_timeout_s
-        ready = re.compile(r"\[adakv\] serving (\S+) on http://([^\s:]+):(\d+)")
-        while time.monotonic() < deadline:
-            m = ready.search(self.stderr())
-            if m:
-                self.name, self.host, self.port = m.group(1), m.group(2), int(m.group(3))
-                break
-            if self.proc.poll() is not None:
-                self.fail(f"exited with {self.proc.returncode} before it was ready")
-            time.sleep(0.1)
-        else:
-            self.kill()
-            self.fail(f"printed no '[adakv] serving NAME on http://HOST:PORT' in {start_timeout_s}s")
+        m = self.start(cmd, "adakv-serve-", r"\[adakv\] serving (\S+) on http://([^\s:]+):(\d+)",
+                       "'[adakv] serving NAME on http://HOST:PORT'", deadline)
+        self.name, self.host, self.port = m.group(1), m.group(2), int(m.group(3))
         while time.monotonic() < deadline:
             try:
                 if self.get("/health")[0] == 200:
@@ -93,6 +78,24 @@ class Server:
             time.sleep(0.1)
         self.kill()
         self.fail(f"GET /health did not answer 200 within {start_timeout_s}s")
+
+    def start(self, cmd, prefix, ready, what, deadline):
+        """Starts cmd in its own process group (a hung one is killed with everything under it),
+        stderr to a file; returns the match of `ready` in its stderr, or fails by the deadline."""
+        self.cmd = cmd
+        self.err_file = tempfile.NamedTemporaryFile("w+b", prefix=prefix, suffix=".err")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self.err_file, env=self.env, start_new_session=True)
+        ready = re.compile(ready)
+        while time.monotonic() < deadline:
+            m = ready.search(self.stderr())
+            if m:
+                return m
+            if self.proc.poll() is not None:
+                self.fail(f"exited with {self.proc.returncode} before it was ready")
+            time.sleep(0.1)
+        self.kill()
+        self.fail(f"printed no {what} in time")
 
     def launcher(self):
         ranks = self.tp * getattr(self, "pp", 1)
@@ -174,26 +177,13 @@ class RoutedServer:
         self.replicas = [Server(adakv, tp, extra, start_timeout_s) for _ in range(replicas)]
         first = self.replicas[0]
         self.adakv, self.tp, self.env, self.name = adakv, tp, first.env, first.name
-        self.cmd = [adakv, "router", "--port", "0"] + \
+        cmd = [adakv, "router", "--port", "0"] + \
             [a for r in self.replicas for a in ("--replica", f"http://{r.host}:{r.port}")]
-        self.err_file = tempfile.NamedTemporaryFile("w+b", prefix="adakv-router-", suffix=".err")
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=self.err_file, env=self.env, start_new_session=True)
-        self.host = self.port = None
-        deadline = time.monotonic() + start_timeout_s
-        ready = re.compile(r"\[adakv\] routing on http://([^\s:]+):(\d+)")
-        while time.monotonic() < deadline:
-            m = ready.search(self.stderr())
-            if m:
-                self.host, self.port = m.group(1), int(m.group(2))
-                break
-            if self.proc.poll() is not None:
-                self.fail(f"exited with {self.proc.returncode} before it was ready")
-            time.sleep(0.1)
-        else:
-            self.kill()
-            self.fail("printed no '[adakv] routing on http://HOST:PORT'")
+        m = self.start(cmd, "adakv-router-", r"\[adakv\] routing on http://([^\s:]+):(\d+)",
+                       "'[adakv] routing on http://HOST:PORT'", time.monotonic() + start_timeout_s)
+        self.host, self.port = m.group(1), int(m.group(2))
 
+    start = Server.start
     launcher = Server.launcher
     layout = Server.layout
     threads = Server.threads
