@@ -78,7 +78,7 @@ void HttpCall::call(const HttpEndpoint& to, const Request& request,
   } unpublish{*state_};
   const char* phase = "connect";
   auto fail = [&](const std::string& what) {
-    throw std::runtime_error(to.url() + ": " + phase + ": " + what);
+    throw HttpCallError(to.url() + ": " + phase + ": " + what, phase);
   };
   {
     std::lock_guard lock(state_->mu);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,17 @@ struct HttpHead {
   bool chunked = false;
 };
 
+// A failed upstream exchange; phase() is "connect" when the request never reached the peer.
+class HttpCallError : public std::runtime_error {
+ public:
+  HttpCallError(const std::string& message, std::string phase)
+      : std::runtime_error(message), phase_(std::move(phase)) {}
+  const std::string& phase() const { return phase_; }
+
+ private:
+  std::string phase_;
+};
+
 // One upstream exchange. Cancel() from any thread ends a running call() with an error.
 class HttpCall {
  public:
@@ -42,7 +54,7 @@ class HttpCall {
     double header_timeout_s = 0;   // waiting for the response header (0: no limit)
   };
   // Sends `request` to `to`. on_head runs once when the response header is read; on_body for
-  // each piece of the body as it arrives. Throws std::runtime_error naming the endpoint and
+  // each piece of the body as it arrives. Throws HttpCallError naming the endpoint and
   // the phase ("connect", "send", "read") when the exchange fails or is cancelled.
   void call(const HttpEndpoint& to, const Request& request,
             const std::function<void(const HttpHead&)>& on_head,

@@ -140,7 +140,8 @@ void ReplicaRouter::proxy(std::shared_ptr<Exchange> ex) {
         answered = true;
         break;
       }
-      if (!got_head && std::string(e.what()).find(": connect: ") != std::string::npos) {
+      const auto* call_error = dynamic_cast<const HttpCallError*>(&e);
+      if (!got_head && call_error && call_error->phase() == "connect") {
         replicas_.mark_down(*replica);
         continue;
       }
