@@ -91,6 +91,10 @@ void CompressionFlags::add_to(CLI::App* app_) {
   app->add_option("--budget-scores", budget_scores,
                   "Scores that size Ada-KV's head budgets: sum (the selection's, default) or "
                   "peak (each token's largest attention from one observed query)");
+  app->add_option("--scoring", scoring,
+                  "What a token's score measures: window (attention from the observation "
+                  "window, default) or output-aware (that attention times ||W_o^h v||, the "
+                  "norm of its value through the head's output projection)");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")
@@ -161,6 +165,7 @@ compression::CompressionConfig CompressionFlags::resolve(
   }
   if (given("--lookahead-weight")) c.lookahead_weight = lookahead_weight;
   if (!budget_scores.empty()) c.budget_scores = compression::parse_budget_scores(budget_scores);
+  if (!scoring.empty()) c.scoring = compression::parse_scoring(scoring);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

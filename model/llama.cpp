@@ -41,6 +41,8 @@ LlamaModel::LlamaModel(ModelConfig config, Weights weights, ShardLayout shard,
         (stage_.channel ? "" : " and no channel"));
   }
   weights_.upload(*backend_);
+  output_projection_ = std::make_shared<const OutputProjection>(local_, weights_, *backend_);
+  publish_output_projection(output_projection_);
 }
 
 LlamaModel LlamaModel::load(const std::string& path, kernels::Backend& backend) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/output_projection.h"
 #include "model/pipeline_stage.h"
 #include "model/weights.h"
 
@@ -98,6 +100,8 @@ class LlamaModel {
   Weights weights_;
   comm::DeviceGroup* tp_ = nullptr;
   kernels::Backend* backend_;
+  // W_o of this shard for output-aware KV scoring, published while the model lives.
+  std::shared_ptr<const OutputProjection> output_projection_;
   kernels::RopeFrequencies rope_;  // config_'s rotation, computed once
   // The activations of a forward, kept across calls (a forward runs on one thread at a time).
   mutable kernels::Workspace workspace_;

@@ -1,7 +1,9 @@
 #include "runtime/compression/compressor.h"
 
 #include <algorithm>
+#include <stdexcept>
 
+#include "runtime/compression/output_aware.h"
 #include "runtime/compression/scorer.h"
 
 namespace adakv::compression {
@@ -20,6 +22,7 @@ Compressor::Compressor(const model::ModelConfig& model, const CompressionConfig&
       q_heads_(model.n_heads),
       kv_heads_(model.n_kv_heads),
       head_dim_(model.head_dim),
+      model_(model),
       backend_(&backend),
       record_(record),
       selector_(config, model.n_layers, model.n_kv_heads, std::move(group)) {}
@@ -38,14 +41,22 @@ void Compressor::start_prompt(bool defer) {
 }
 
 void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const float* k,
-                       size_t k_stride, size_t n_keys, size_t n_obs) {
+                       size_t k_stride, size_t n_keys, size_t n_obs, const float* v,
+                       size_t v_stride) {
   const CompressionConfig& c = config();
+  std::vector<float> weights;
+  if (c.scoring == Scoring::kOutputAware) {
+    if (!v) throw std::logic_error("output-aware scoring needs the values of the scored keys");
+    if (!projection_) projection_ = model::find_output_projection(*backend_, model_);
+    weights = value_output_norms(*backend_, v, v_stride, n_keys, q_heads_, kv_heads_, head_dim_,
+                                 projection_->grams(layer));
+  }
   // A recording serves every policy's copy, so it scores the peak whenever the config asks.
   const bool peak = c.budget_scores == BudgetScores::kPeak &&
                     (record_ || c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid);
-  scores_[layer] =
-      score_observations(q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_,
-                         head_dim_, c, peak ? &budget_scores_[layer] : nullptr, *backend_);
+  scores_[layer] = score_observations(
+      q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_, head_dim_, c,
+      peak ? &budget_scores_[layer] : nullptr, *backend_, weights.empty() ? nullptr : &weights);
   merge_replica_scores(group(), scores_[layer], kv_heads_, c.gqa);
   if (peak) merge_replica_scores(group(), budget_scores_[layer], kv_heads_, c.gqa);
 }

@@ -14,10 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "model/config.h"
+#include "model/output_projection.h"
 #include "runtime/compression/config.h"
 #include "runtime/compression/head_group.h"
 #include "runtime/compression/head_selector.h"
@@ -51,9 +53,11 @@ class Compressor {
 
   // Scores `layer` from n_obs observed queries (positions n_keys - n_obs .. n_keys - 1) over
   // n_keys keys (compression::score_observations), replacing its scores; merges replicas.
-  // Queries and keys are backend memory; the scores come back to the host.
+  // Queries, keys and values ([n_keys][Hkv][Dh], row stride v_stride) are backend memory; the
+  // scores come back to the host. Output-aware scoring requires the values (else
+  // std::logic_error); window scoring does not read them.
   void score(size_t layer, const float* q_obs, size_t q_stride, const float* k, size_t k_stride,
-             size_t n_keys, size_t n_obs);
+             size_t n_keys, size_t n_obs, const float* v = nullptr, size_t v_stride = 0);
 
   // True from a deferring start_prompt() until score_lookahead().
   bool awaiting_lookahead() const { return !observed_q_.empty(); }
@@ -79,7 +83,10 @@ class Compressor {
 
  private:
   size_t n_layers_, q_heads_, kv_heads_, head_dim_;
+  model::ModelConfig model_;  // this cache's heads: finds the output projection
   kernels::Backend* backend_;
+  // The model's W_o Grams, found on the first output-aware score.
+  std::shared_ptr<const model::OutputProjection> projection_;
   bool record_;
   HeadSelector selector_;
   // [layer][kv head][prefix]: recorded scores, or those waiting for compaction.

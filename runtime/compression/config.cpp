@@ -88,6 +88,8 @@ constexpr std::pair<const char*, GqaAggregation> kGqa[] = {{"mean", GqaAggregati
                                                            {"max", GqaAggregation::kMax}};
 constexpr std::pair<const char*, BudgetScores> kBudgetScores[] = {{"sum", BudgetScores::kSum},
                                                                   {"peak", BudgetScores::kPeak}};
+constexpr std::pair<const char*, Scoring> kScorings[] = {{"window", Scoring::kWindow},
+                                                         {"output-aware", Scoring::kOutputAware}};
 
 template <typename E, size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -117,6 +119,9 @@ const char* to_string(GqaAggregation g) {
 const char* to_string(BudgetScores b) {
   return name_of(b, kBudgetScores);
 }
+const char* to_string(Scoring s) {
+  return name_of(s, kScorings);
+}
 
 Policy parse_policy(const std::string& s) {
   return parse_name(s, "policy", kPolicies);
@@ -135,6 +140,9 @@ GqaAggregation parse_gqa(const std::string& s) {
 }
 BudgetScores parse_budget_scores(const std::string& s) {
   return parse_name(s, "budget_scores", kBudgetScores);
+}
+Scoring parse_scoring(const std::string& s) {
+  return parse_name(s, "scoring", kScorings);
 }
 
 size_t CompressionConfig::budget_per_head(size_t n) const {
@@ -157,7 +165,7 @@ bool CompressionConfig::same_scoring(const CompressionConfig& o) const {
   return window == o.window && pooling == o.pooling && pool_kernel == o.pool_kernel &&
          pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa &&
          lookahead == o.lookahead && lookahead_weight == o.lookahead_weight &&
-         budget_scores == o.budget_scores;
+         budget_scores == o.budget_scores && scoring == o.scoring;
 }
 
 void CompressionConfig::validate(size_t n) const {
@@ -184,6 +192,10 @@ void CompressionConfig::validate(size_t n) const {
   }
   if (!(lookahead_weight > 0.0 && std::isfinite(lookahead_weight))) {
     fail("lookahead_weight must be > 0 (got " + num(lookahead_weight) + ")");
+  }
+  if (scoring == Scoring::kOutputAware && lookahead > 0) {
+    fail("scoring output-aware does not combine with lookahead (got lookahead " +
+         std::to_string(lookahead) + "): the look-ahead keys' values are not kept");
   }
   if (delta == 0) fail("delta must be >= 1 (got 0)");
   if (!(pyramid_beta > 0.0 && std::isfinite(pyramid_beta))) {
@@ -226,6 +238,7 @@ std::string describe(const CompressionConfig& c) {
   if (c.pool_sink > 0 || c.pool_shift > 0) {
     os << " (sink " << c.pool_sink << ", shift " << c.pool_shift << ")";
   }
+  if (c.scoring != Scoring::kWindow) os << ", scoring " << to_string(c.scoring);
   os << ", gqa " << to_string(c.gqa) << ", lookahead " << c.lookahead;
   if (c.lookahead > 0 && c.lookahead_weight != 1.0) os << " (weight " << c.lookahead_weight << ")";
   if (c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid) {
@@ -308,6 +321,8 @@ CompressionConfig load_preset(const std::string& path, const CompressionConfig& 
       {"gqa", [](const std::string& v, CompressionConfig& cfg) { cfg.gqa = parse_gqa(v); }},
       {"budget_scores", [](const std::string& v,
                            CompressionConfig& cfg) { cfg.budget_scores = parse_budget_scores(v); }},
+      {"scoring",
+       [](const std::string& v, CompressionConfig& cfg) { cfg.scoring = parse_scoring(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},
       {"delta", size_value(&CompressionConfig::delta)},

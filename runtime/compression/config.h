@@ -20,6 +20,11 @@ enum class Rule { kTopK, kWaterfill };      // Ada-KV allocation rule (allocator
 enum class Pooling { kMax, kAvg };          // smoothing of scores along the sequence
 enum class GqaAggregation { kMean, kMax };  // query heads of a group -> one KV head score
 enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores that size budgets
+// What a token's score measures (runtime/compression/output_aware.h):
+//   window:       the attention the observed queries pay it (SnapKV / Ada-KV);
+//   output-aware: that attention times the norm of its value through the head's output
+//                 projection, ||W_o^h v||: how much the head's output moves with it (CriticalKV).
+enum class Scoring { kWindow, kOutputAware };
 
 // Look-ahead steps are decode steps with the full cache: a few dozen pay for themselves, more
 // cost more than the prefill they serve.
@@ -79,6 +84,9 @@ struct CompressionConfig {
   // all observed queries would spread that need thin and give the budget to heads that many
   // queries read a little.
   BudgetScores budget_scores = BudgetScores::kSum;
+  // What the scores measure; the allocators (Ada-KV's, SnapKV's) read whichever is chosen.
+  // output-aware needs the values of the scored keys, so it does not combine with look-ahead.
+  Scoring scoring = Scoring::kWindow;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
   size_t delta = 16;         // waterfill tile, tokens
@@ -92,8 +100,8 @@ struct CompressionConfig {
   // True when this policy and budget keep every token of an n-token prompt.
   bool keeps_everything(size_t n) const;
   // True when `other` scores tokens exactly as this config does (window, pooling, kernel, sink,
-  // shift, GQA aggregation, look-ahead, budget scores): scores recorded under one serve every
-  // policy of the other.
+  // shift, GQA aggregation, look-ahead, budget scores, scoring): scores recorded under one serve
+  // every policy of the other.
   bool same_scoring(const CompressionConfig& other) const;
   // Throws std::invalid_argument naming the bad field (negative or zero budget, ratio > 1,
   // alpha outside [0, 1], even or zero pool kernel, delta 0, beta <= 0, window 0; unless the
@@ -112,23 +120,25 @@ const char* to_string(Rule r);
 const char* to_string(Pooling p);
 const char* to_string(GqaAggregation g);
 const char* to_string(BudgetScores b);
+const char* to_string(Scoring s);
 Policy parse_policy(const std::string& s);
 Scope parse_scope(const std::string& s);
 Rule parse_rule(const std::string& s);
 Pooling parse_pooling(const std::string& s);
 GqaAggregation parse_gqa(const std::string& s);
 BudgetScores parse_budget_scores(const std::string& s);
+Scoring parse_scoring(const std::string& s);
 // "0.2" or "20%" -> ratio in (0, 1]; "128" (integer >= 1, no dot) -> tokens per head. Throws
 // std::invalid_argument for anything else ("", "abc", "-1", "0", "1.5", "150%").
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, min_keep, window,
 // alpha, pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight,
-// budget_scores, scope, rule, delta, b_min, pyramid_beta, sink; absent keys keep their value in
-// `defaults` (the struct's defaults unless a command passes its own, e.g. generate's min_keep),
-// an empty file gives `defaults`. Unreadable files, YAML syntax errors, unknown or duplicate
-// keys and bad values throw std::invalid_argument naming the file (and the key); the result is
-// validate()d.
+// budget_scores, scoring, scope, rule, delta, b_min, pyramid_beta, sink; absent keys keep their
+// value in `defaults` (the struct's defaults unless a command passes its own, e.g. generate's
+// min_keep), an empty file gives `defaults`. Unreadable files, YAML syntax errors, unknown or
+// duplicate keys and bad values throw std::invalid_argument naming the file (and the key); the
+// result is validate()d.
 CompressionConfig load_preset(const std::string& path, const CompressionConfig& defaults = {});
 
 // One line of the settings in force: "policy adakv, budget 20%, min_keep 512, window 32,

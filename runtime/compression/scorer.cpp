@@ -37,12 +37,21 @@ std::vector<float> pool_and_download(kernels::Backend& backend, const float* mas
   return scores;
 }
 
+// mass[i] *= weights[i] over [Hq][n_keys]: through the host, as the scores leave it anyway.
+void weigh_mass(kernels::Backend& backend, float* mass, const std::vector<float>& weights) {
+  std::vector<float> host(weights.size());
+  backend.download(host.data(), mass, host.size() * sizeof(float));
+  for (size_t i = 0; i < host.size(); ++i) host[i] *= weights[i];
+  backend.upload(mass, host.data(), host.size() * sizeof(float));
+}
+
 }  // namespace
 
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
                                       size_t Hkv, size_t Dh, const CompressionConfig& c,
-                                      std::vector<float>* peak_scores, kernels::Backend& backend) {
+                                      std::vector<float>* peak_scores, kernels::Backend& backend,
+                                      const std::vector<float>* key_weights) {
   if (n_obs == 0 || n_obs >= n_keys) {
     throw std::invalid_argument("score_observations: need 1 <= observed queries < keys");
   }
@@ -70,6 +79,13 @@ std::vector<float> score_observations(const float* q_obs, size_t q_stride, const
     backend.blend_scores(mass.as<float>(), peak_out, window_mass.as<float>(),
                          peak_out ? window_peak.as<float>() : nullptr, Hq, n_keys, n_prompt, prefix,
                          static_cast<float>(c.lookahead_weight));
+  }
+  if (key_weights) {
+    if (key_weights->size() != Hq * n_keys) {
+      throw std::invalid_argument("score_observations: key weights must be [Hq][n_keys]");
+    }
+    weigh_mass(backend, mass.as<float>(), *key_weights);
+    if (peak_out) weigh_mass(backend, peak_out, *key_weights);
   }
   if (peak_scores) {
     *peak_scores = pool_and_download(backend, peak_out, n_keys, prefix, Hq, Hkv, c);

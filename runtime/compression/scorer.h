@@ -28,11 +28,14 @@ std::vector<float> score_layer(const float* q, size_t q_stride, const float* k, 
 // with look-ahead the observed queries are the window's followed by the pseudo-queries of the
 // tokens decoded after the prompt (their keys then extend k). Requires 1 <= n_obs < n_keys.
 // When n_obs > config.window, the queries after the first window ones are look-ahead queries
-// and their attention is scaled by config.lookahead_weight (for the peak too).
+// and their attention is scaled by config.lookahead_weight (for the peak too). With key_weights
+// (host memory, [Hq][n_keys]), each query head's attention to key j (and its peak) is multiplied
+// by key_weights[h][j] before pooling and GQA aggregation: output-aware scoring.
 std::vector<float> score_observations(const float* q_obs, size_t q_stride, const float* k,
                                       size_t k_stride, size_t n_keys, size_t n_obs, size_t Hq,
                                       size_t Hkv, size_t Dh, const CompressionConfig& config,
-                                      std::vector<float>* peak_scores, kernels::Backend& backend);
+                                      std::vector<float>* peak_scores, kernels::Backend& backend,
+                                      const std::vector<float>* key_weights = nullptr);
 
 // The smoothing step alone (exposed for tests): 1-D pooling with stride 1 and padding
 // kernel/2, like torch's max_pool1d / avg_pool1d (the average counts the padding as zeros).

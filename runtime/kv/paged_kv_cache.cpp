@@ -203,8 +203,11 @@ void PagedKvCache::compress_chunked_layer(size_t layer, const float* q_window, s
   if (!compressor_.evicts(N)) return;
   const auto t0 = std::chrono::steady_clock::now();
   if (compressor_.scores_prompt(N)) {
-    const auto keys = read_keys(layer, N);
-    compressor_.score(layer, q_window, q_stride, keys.as<float>(), model_.kv_width(), N, W);
+    kernels::Buffer values;
+    const bool weigh = config().scoring == compression::Scoring::kOutputAware;
+    const auto keys = read_keys(layer, N, weigh ? &values : nullptr);
+    compressor_.score(layer, q_window, q_stride, keys.as<float>(), model_.kv_width(), N, W,
+                      weigh ? values.as<float>() : nullptr, model_.kv_width());
   }
   report_.score_s += seconds_since(t0);
   if (config().scope == Scope::kGlobal) {
@@ -253,7 +256,7 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
   }
   if (compressor_.scores_prompt(n)) {
     const auto t0 = std::chrono::steady_clock::now();
-    compressor_.score(layer, q + (n - W) * q_stride, q_stride, k, kv_stride, n, W);
+    compressor_.score(layer, q + (n - W) * q_stride, q_stride, k, kv_stride, n, W, v, kv_stride);
     report_.score_s += seconds_since(t0);
   }
   // A budget of the whole prompt (or more) compresses nothing, bit for bit.
@@ -459,15 +462,16 @@ void PagedKvCache::compact_layer(size_t layer,
   report_.compact_s += seconds_since(t0);
 }
 
-kernels::Buffer PagedKvCache::read_keys(size_t layer, size_t total) {
+kernels::Buffer PagedKvCache::read_keys(size_t layer, size_t total, kernels::Buffer* values) {
   const size_t Dh = model_.head_dim, H = model_.n_kv_heads;
   std::vector<int32_t> slots(total * H);
   for (size_t t = 0; t < total; ++t) {
     for (size_t g = 0; g < H; ++g) slots[t * H + g] = slot(heads_[layer][g], t);
   }
   kernels::Buffer keys = backend().allocate(total * H * Dh * sizeof(float));
-  backend().kv_gather(keys.as<float>(), nullptr, Dh, pool_.arena(), pool_.layout(),
-                      stage_array(slots_, slots), total * H);
+  if (values) *values = backend().allocate(total * H * Dh * sizeof(float));
+  backend().kv_gather(keys.as<float>(), values ? values->as<float>() : nullptr, Dh, pool_.arena(),
+                      pool_.layout(), stage_array(slots_, slots), total * H);
   return keys;
 }
 

@@ -177,8 +177,8 @@ class PagedKvCache : public model::KvCache {
   // (q_window: [W][Hq][Dh]) and compact it in place (or keep the queries for look-ahead).
   void compress_chunked_layer(size_t layer, const float* q_window, size_t q_stride);
   // Keys of the first `total` tokens of `layer`, read back from the blocks: [total][Hkv][Dh] in
-  // backend memory.
-  kernels::Buffer read_keys(size_t layer, size_t total);
+  // backend memory; with `values`, their values too, in the same shape.
+  kernels::Buffer read_keys(size_t layer, size_t total, kernels::Buffer* values = nullptr);
   // Keeps only `positions[g]` (ascending) of each head of `layer`, moved down in place; the
   // blocks past the new lengths go back to the pool.
   void compact_layer(size_t layer, const std::vector<std::vector<uint32_t>>& positions);
