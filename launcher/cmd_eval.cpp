@@ -1,6 +1,8 @@
-// adakv eval passkey|niah: retrieval accuracy of every KV policy over a grid of prompt lengths,
-// needle depths and budgets. One prefill per prompt serves every policy. Prints the summary
-// table; writes the table, JSON results and SVG (PNG when a converter exists) heatmaps to --out.
+// adakv eval passkey|niah|passkey-multi: retrieval accuracy of every KV policy over a grid of
+// prompt lengths, needle depths and budgets. One prefill per prompt serves every policy;
+// passkey-multi compresses a document once per policy and asks each of its keys against it.
+// Prints the summary table; writes the table, JSON results and SVG (PNG when a converter exists)
+// heatmaps to --out.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +24,8 @@
 #include "runtime/eval/eval_report.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/niah.h"
+#include "runtime/eval/passkey_multi.h"
+#include "runtime/eval/query_agnostic.h"
 #include "runtime/eval/svg_plot.h"
 #include "runtime/model_registry.h"
 #include "runtime/svg_output.h"
@@ -39,6 +43,7 @@ struct EvalOptions {
   std::vector<std::string> budgets = {"0.1", "0.2"};
   std::vector<std::string> policies = {"full", "snapkv", "adakv"};
   size_t trials = 2;
+  size_t keys = 4;  // passkey-multi: keys per document, one per depth band
   uint64_t seed = 0;
   size_t max_tokens = 0;  // 0: the task's default
   std::string out = "eval-results";
@@ -186,7 +191,7 @@ int run_eval_command(const EvalOptions& o) {
   eval::EvalSpec spec;
   spec.task = o.task;
   spec.lengths = o.lengths;
-  spec.depths = o.depths;
+  spec.depths = o.task == eval::Task::kPasskeyMulti ? eval::key_bands(o.keys) : o.depths;
   spec.trials = o.trials;
   spec.seed = o.seed;
   spec.max_tokens = o.max_tokens ? o.max_tokens : (o.task == eval::Task::kPasskey ? 12 : 20);
@@ -258,9 +263,17 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
   sub->add_option("--lengths", o->lengths, "Prompt lengths in tokens, chat template included")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--depths", o->depths, "Needle depths in % of the haystack (0 = start)")
-      ->delimiter(',')
-      ->capture_default_str();
+  if (task == eval::Task::kPasskeyMulti) {
+    sub->add_option("--keys", o->keys,
+                    "Pass keys per document, each in its own depth band and asked in its own "
+                    "question")
+        ->check(CLI::Range(size_t{1}, eval::kMaxPasskeyDoors))
+        ->capture_default_str();
+  } else {
+    sub->add_option("--depths", o->depths, "Needle depths in % of the haystack (0 = start)")
+        ->delimiter(',')
+        ->capture_default_str();
+  }
   sub->add_option("--budgets", o->budgets,
                   "Budgets: ratios (0.1,0.2,0.5 or 20%) or tokens per head (64,128,256)")
       ->delimiter(',')
@@ -269,7 +282,7 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
          "--policies", o->policies,
          "Policies (full is always run as the reference): "
          "full,streaming,snapkv,pyramidkv,adakv,ada-pyramid; adakv:global or adakv:layer sets "
-         "that policy's scope")
+         "that policy's scope, adakv:output-aware (any policy) its scoring")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--trials", o->trials, "Prompts per (length, depth) cell")
@@ -277,8 +290,9 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the keys, needles and haystack offsets")
       ->capture_default_str();
-  sub->add_option("--max-tokens", o->max_tokens,
-                  "Greedy tokens decoded per policy (default: passkey 12, niah 20)");
+  sub->add_option(
+      "--max-tokens", o->max_tokens,
+      "Greedy tokens decoded per policy (default: passkey 12, niah and passkey-multi 20)");
   sub->add_option("--out", o->out, "Output folder for the table, JSON and pictures")
       ->capture_default_str();
   if (task == eval::Task::kNiah) {
@@ -303,6 +317,10 @@ void add_eval(CLI::App& app, Runner& selected) {
   add_task(sub, eval::Task::kPasskey, "Passkey retrieval: a 5-digit key hidden in filler text",
            selected);
   add_task(sub, eval::Task::kNiah, "Needle in a haystack: a 7-digit fact hidden in prose",
+           selected);
+  add_task(sub, eval::Task::kPasskeyMulti,
+           "Query-agnostic passkey: one document with several keys, compressed once per policy "
+           "without the question, each key asked against that cache",
            selected);
   auto report = std::make_shared<ReportOptions>();
   auto* rep = sub->add_subcommand(

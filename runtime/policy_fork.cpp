@@ -124,35 +124,23 @@ StepEntry scored_text(uint64_t id, const std::vector<int32_t>& tokens) {
   return e;
 }
 
-}  // namespace
-
-std::vector<GenerateResult> generate_policies(
-    Worker& engine, const GenerateRequest& req,
-    const std::vector<compression::CompressionConfig>& policies) {
-  if (!engine.is_root()) throw std::logic_error("generate_policies() runs on rank 0");
-  check_policies(policies);
-  const size_t max_new = engine.check_request(req), n_prompt = req.prompt.size();
-  const size_t vocab = engine.model().config().vocab_size;
+// Decodes the forks `ids` (prompts[b]: what fork b's sampler counts as its prompt) from
+// `logits`, fork b from its row row[b], one step for all still running, up to max_new tokens
+// each: fills tokens, text and finish_reason of results[b]. Returns the seconds it took.
+double decode_forks(Worker& engine, const GenerateRequest& req, const std::vector<uint64_t>& ids,
+                    const std::vector<std::vector<int32_t>>& prompts, std::vector<float> logits,
+                    std::vector<size_t> row, size_t max_new, std::vector<GenerateResult>& results) {
+  const size_t B = ids.size(), vocab = engine.model().config().vocab_size;
   const tokenizer::Tokenizer& tok = engine.tokenizer();
-  // Every policy's fork at once, then (with a reference) one more fork at a time.
-  ForkedPrompt job(engine, req, policies, std::max(max_new, req.reference.size()),
-                   policies.size() + (req.reference.empty() ? 0 : 1));
-  job.prefill();
-  std::vector<uint64_t> ids;
-  engine.execute_step(job.fork_plan(policies, ids));
-
-  // Every policy decodes from the prefill's logits; one step per token for all still running.
-  const size_t B = policies.size();
-  std::vector<GenerateResult> results(B);
-  std::vector<Sampler> samplers(
-      B,
-      Sampler(req.sampling, req.prompt, req.stop_at_eos ? tok.stop_ids() : std::vector<int32_t>{}));
+  const std::vector<int32_t> stop_at_eos =
+      req.stop_at_eos ? tok.stop_ids() : std::vector<int32_t>{};
+  std::vector<Sampler> samplers;
+  for (size_t b = 0; b < B; ++b) samplers.emplace_back(req.sampling, prompts[b], stop_at_eos);
   const auto& stop_ids = req.sampling.stop_token_ids;
-  std::vector<tokenizer::StreamDecoder> streams(B, tokenizer::StreamDecoder(engine.tokenizer()));
-  std::vector<size_t> running(B), row(B, 0);
+  std::vector<tokenizer::StreamDecoder> streams(B, tokenizer::StreamDecoder(tok));
+  std::vector<size_t> running(B);
   for (size_t b = 0; b < B; ++b) running[b] = b;
   for (auto& r : results) r.finish_reason = "length";
-  std::vector<float> logits = job.prefill_logits_;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t step = 0; step < max_new && !running.empty(); ++step) {
     StepPlan plan;
@@ -177,7 +165,32 @@ std::vector<GenerateResult> generate_policies(
     running = std::move(next_running);
     if (!running.empty()) logits = engine.execute_step(plan).logits;
   }
-  const double decode_s = seconds_since(t0);
+  for (size_t b = 0; b < B; ++b) results[b].text += streams[b].flush();
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+std::vector<GenerateResult> generate_policies(
+    Worker& engine, const GenerateRequest& req,
+    const std::vector<compression::CompressionConfig>& policies) {
+  if (!engine.is_root()) throw std::logic_error("generate_policies() runs on rank 0");
+  check_policies(policies);
+  const size_t max_new = engine.check_request(req), n_prompt = req.prompt.size();
+  const size_t vocab = engine.model().config().vocab_size;
+  // Every policy's fork at once, then (with a reference) one more fork at a time.
+  ForkedPrompt job(engine, req, policies, std::max(max_new, req.reference.size()),
+                   policies.size() + (req.reference.empty() ? 0 : 1));
+  job.prefill();
+  std::vector<uint64_t> ids;
+  engine.execute_step(job.fork_plan(policies, ids));
+
+  // Every policy decodes from the prefill's logits.
+  const size_t B = policies.size();
+  std::vector<GenerateResult> results(B);
+  const double decode_s =
+      decode_forks(engine, req, ids, std::vector<std::vector<int32_t>>(B, req.prompt),
+                   job.prefill_logits_, std::vector<size_t>(B, 0), max_new, results);
 
   // The forks' KV reports (collective), and the recording's for its scoring time.
   StepPlan report;
@@ -190,7 +203,7 @@ std::vector<GenerateResult> generate_policies(
     GenerateResult& r = results[b];
     GenerateResult& kv = reported.reports[b];
     kv.tokens = std::move(r.tokens);
-    kv.text = std::move(r.text) + streams[b].flush();
+    kv.text = std::move(r.text);
     kv.finish_reason = r.finish_reason;
     kv.prefill_s = job.prefill_s_;
     kv.decode_s = decode_s;
@@ -293,6 +306,66 @@ std::vector<ContinuationScore> score_continuation(
     s.forward_s = seconds_since(t1);
   }
   return scores;
+}
+
+std::vector<std::vector<GenerateResult>> answer_questions(
+    Worker& engine, const GenerateRequest& req, const std::vector<std::vector<int32_t>>& questions,
+    const std::vector<compression::CompressionConfig>& policies) {
+  if (!engine.is_root()) throw std::logic_error("answer_questions() runs on rank 0");
+  check_policies(policies);
+  if (questions.empty()) throw std::invalid_argument("no question to answer");
+  const size_t max_new = engine.check_request(req), n_context = req.prompt.size();
+  size_t longest = 0;
+  for (const auto& q : questions) {
+    if (q.empty()) throw std::invalid_argument("a question has no tokens");
+    longest = std::max(longest, q.size());
+  }
+  if (n_context + longest + max_new > engine.context_length()) {
+    throw std::invalid_argument("context (" + std::to_string(n_context) + " tokens), question (" +
+                                std::to_string(longest) + ") and " + std::to_string(max_new) +
+                                " new tokens do not fit the model's context of " +
+                                std::to_string(engine.context_length()));
+  }
+  // One policy at a time holds a fork per question.
+  const size_t Q = questions.size();
+  ForkedPrompt job(engine, req, policies, longest + max_new, Q);
+  job.prefill();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& q : questions) {
+    prompts.push_back(req.prompt);
+    prompts.back().insert(prompts.back().end(), q.begin(), q.end());
+  }
+  std::vector<size_t> rows(Q);
+  for (size_t i = 0; i < Q; ++i) rows[i] = i;
+  std::vector<std::vector<GenerateResult>> results(policies.size());
+  for (size_t p = 0; p < policies.size(); ++p) {
+    // The forks, each with its question appended uncompressed in the same step (prompt rows:
+    // the question's numerics are those of a prompt that holds it).
+    std::vector<uint64_t> ids;
+    StepPlan plan = job.fork_plan(std::vector<compression::CompressionConfig>(Q, policies[p]), ids);
+    for (size_t i = 0; i < Q; ++i) plan.entries.push_back(StepEntry{ids[i], questions[i], true});
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = engine.execute_step(plan).logits;
+    const double question_s = seconds_since(t0);
+    std::vector<GenerateResult> answers(Q);
+    const double decode_s =
+        decode_forks(engine, req, ids, prompts, std::move(logits), rows, max_new, answers);
+    StepPlan report;
+    report.report = ids;
+    report.release = ids;
+    StepResult reported = engine.execute_step(report);
+    for (size_t i = 0; i < Q; ++i) {
+      GenerateResult& kv = reported.reports[i];
+      kv.tokens = std::move(answers[i].tokens);
+      kv.text = std::move(answers[i].text);
+      kv.finish_reason = answers[i].finish_reason;
+      kv.prompt_tokens = prompts[i].size();
+      kv.prefill_s = job.prefill_s_;
+      kv.decode_s = question_s + decode_s;
+      results[p].push_back(std::move(kv));
+    }
+  }
+  return results;
 }
 
 RecordedPrompt record_prompt(Worker& engine, const GenerateRequest& req) {

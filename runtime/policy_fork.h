@@ -55,6 +55,19 @@ std::vector<ContinuationScore> score_continuation(
     Worker& engine, const GenerateRequest& request, const std::vector<int32_t>& continuation,
     const std::vector<compression::CompressionConfig>& policies);
 
+// Query-agnostic answers ("compress once, ask many"): request.prompt is the context alone,
+// prefilled and scored without any question (the observation window is the context's last
+// tokens). Each policy forks it once per question; question i is appended to its fork
+// uncompressed, as prompt rows, and answered (request.max_tokens, request.sampling), every
+// question of a policy in one batch. Results [policy][question]; prefill_s is the context's
+// shared prefill, decode_s the question's forward plus its decoding, the KV fields are the
+// fork's. request.reference is ignored. Throws std::invalid_argument on no question, an empty
+// one, or context, question and new tokens that do not fit the model's context.
+std::vector<std::vector<GenerateResult>> answer_questions(
+    Worker& engine, const GenerateRequest& request,
+    const std::vector<std::vector<int32_t>>& questions,
+    const std::vector<compression::CompressionConfig>& policies);
+
 // Prefills request.prompt recording the window scores of every head, and forks it under
 // request.compression (for adakv profile). No token is generated.
 RecordedPrompt record_prompt(Worker& engine, const GenerateRequest& request);

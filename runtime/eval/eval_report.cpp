@@ -59,6 +59,12 @@ PolicyRun run_from_json(const json& j, const std::string& where) {
     c.lookahead_weight = get<double>(j, "lookahead_weight", where);
   }
   if (j.contains("gqa")) c.gqa = compression::parse_gqa(get<std::string>(j, "gqa", where));
+  if (j.contains("budget_scores")) {
+    c.budget_scores = compression::parse_budget_scores(get<std::string>(j, "budget_scores", where));
+  }
+  if (j.contains("scoring")) {
+    c.scoring = compression::parse_scoring(get<std::string>(j, "scoring", where));
+  }
   return run;
 }
 
@@ -70,9 +76,9 @@ std::string run_signature(const PolicyRun& r) {
          std::to_string(c.pool_sink) + " shift " + std::to_string(c.pool_shift) + ", lookahead " +
          std::to_string(c.lookahead) + " x " + std::to_string(c.lookahead_weight) + ", gqa " +
          compression::to_string(c.gqa) + ", budget scores " +
-         compression::to_string(c.budget_scores) + ", alpha " + std::to_string(c.alpha) +
-         ", scope " + compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) +
-         ")";
+         compression::to_string(c.budget_scores) + ", scoring " +
+         compression::to_string(c.scoring) + ", alpha " + std::to_string(c.alpha) + ", scope " +
+         compression::to_string(c.scope) + ", rule " + compression::to_string(c.rule) + ")";
 }
 
 }  // namespace
@@ -85,6 +91,8 @@ EvalResult from_json(const json& j) {
     spec.task = Task::kPasskey;
   } else if (task == "niah") {
     spec.task = Task::kNiah;
+  } else if (task == "passkey-multi") {
+    spec.task = Task::kPasskeyMulti;
   } else {
     throw std::invalid_argument("eval results: unknown task \"" + task + "\"");
   }
@@ -130,6 +138,7 @@ EvalResult from_json(const json& j) {
       run.correct = get<bool>(o, "correct", where);
       run.kv_kept = get<double>(o, "kv_kept", where);
       run.decode_s = get<double>(o, "decode_s", where);
+      if (o.contains("prefill_s")) run.prefill_s = get<double>(o, "prefill_s", where);
       // Absent from results written before it was measured; null when not measured.
       if (o.contains("answer_nll") && o["answer_nll"].is_number()) {
         run.answer_nll = o["answer_nll"].get<double>();

@@ -9,6 +9,7 @@
 
 #include "runtime/eval/niah.h"
 #include "runtime/eval/passkey.h"
+#include "runtime/eval/query_agnostic.h"
 #include "runtime/eval/scoring.h"
 #include "runtime/eval/text_table.h"
 
@@ -21,7 +22,8 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// 64-bit FNV-1a over the shape and every entry, as 16 hex digits; "" without budgets.
+}  // namespace
+
 std::string budgets_fingerprint(const std::vector<std::vector<size_t>>& budgets) {
   if (budgets.empty()) return "";
   uint64_t h = 1469598103934665603ull;
@@ -41,6 +43,8 @@ std::string budgets_fingerprint(const std::vector<std::vector<size_t>>& budgets)
   return buf;
 }
 
+namespace {
+
 std::string budget_label(const compression::CompressionConfig& c) {
   if (c.budget_tokens > 0) return std::to_string(c.budget_tokens) + " tok";
   char buf[32];
@@ -59,7 +63,15 @@ size_t find_run(const std::vector<PolicyRun>& runs, const std::string& policy,
 }
 
 const char* to_string(Task t) {
-  return t == Task::kPasskey ? "passkey" : "niah";
+  switch (t) {
+    case Task::kPasskey:
+      return "passkey";
+    case Task::kNiah:
+      return "niah";
+    case Task::kPasskeyMulti:
+      return "passkey-multi";
+  }
+  return "?";
 }
 
 std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
@@ -82,7 +94,13 @@ std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
       PolicyRun run{base, compression::to_string(policy), ""};
       run.config.policy = policy;
       if (colon != std::string::npos) {
-        run.config.scope = compression::parse_scope(name.substr(colon + 1));
+        const std::string option = name.substr(colon + 1);
+        if (option == "layer" || option == "global") {
+          run.config.scope = compression::parse_scope(option);
+        } else {
+          run.config.scoring = compression::parse_scoring(option);
+          if (policy != compression::Policy::kAdaKV) run.config.scope = compression::Scope::kLayer;
+        }
         run.policy = name;
       } else if (policy != compression::Policy::kAdaKV) {
         // Uniform and fixed-shape policies mean the same in either scope.
@@ -147,6 +165,7 @@ double EvalResult::answer_nll(size_t run) const {
 }
 
 EvalResult run_eval(runtime::Worker& engine, const EvalSpec& spec, const Progress& progress) {
+  if (spec.task == Task::kPasskeyMulti) return run_query_agnostic(engine, spec, progress);
   if (spec.lengths.empty() || spec.depths.empty() || spec.trials == 0) {
     throw std::invalid_argument("the grid is empty: give lengths, depths and trials >= 1");
   }
@@ -246,14 +265,20 @@ std::string format_summary(const EvalResult& r) {
                 r.records.size(), spec.runs.size(), r.total_s);
   out += head;
   out += "accuracy in % (over all prompts, then per prompt length in tokens)\n";
-  std::string line = pad("policy", -14) + pad("budget", -9) + pad("all", 7);
+  // The policy column fits the longest name ("adakv:output-aware"), 14 at least.
+  int policy_width = 14;
+  for (const auto& run : spec.runs) {
+    policy_width = std::max(policy_width, int(run.policy.size()) + 2);
+  }
+  std::string line = pad("policy", -policy_width) + pad("budget", -9) + pad("all", 7);
   for (size_t len : spec.lengths) line += pad(std::to_string(len), 8);
   line += pad("/ full", 8) + pad("KV kept", 9) + pad("ans NLL", 9);
   out += line + "\n" + std::string(line.size(), '-') + "\n";
   const double full = r.accuracy(0);
   for (size_t i = 0; i < spec.runs.size(); ++i) {
     const double acc = r.accuracy(i);
-    line = pad(spec.runs[i].policy, -14) + pad(spec.runs[i].budget, -9) + pad(pct(acc), 7);
+    line =
+        pad(spec.runs[i].policy, -policy_width) + pad(spec.runs[i].budget, -9) + pad(pct(acc), 7);
     for (size_t li = 0; li < spec.lengths.size(); ++li) line += pad(pct(r.accuracy(i, li)), 8);
     char rel[32] = "-";
     if (full > 0) std::snprintf(rel, sizeof rel, "%.3f", acc / full);
@@ -360,6 +385,7 @@ nlohmann::json to_json(const EvalResult& r) {
                     {"min_keep", c.min_keep},
                     {"gqa", compression::to_string(c.gqa)},
                     {"budget_scores", compression::to_string(c.budget_scores)},
+                    {"scoring", compression::to_string(c.scoring)},
                     {"accuracy", num(r.accuracy(i))},
                     {"relative_to_full", full > 0 ? num(r.accuracy(i) / full) : json(nullptr)},
                     {"accuracy_by_length", per_length},
@@ -379,6 +405,7 @@ nlohmann::json to_json(const EvalResult& r) {
                       {"budgets_fingerprint", o.budgets_fingerprint},
                       {"budgets_agree_across_ranks", o.budgets_agree_across_ranks},
                       {"decode_s", o.decode_s},
+                      {"prefill_s", o.prefill_s},
                       {"answer_nll", num(o.answer_nll)}});
     }
     records.push_back({{"length", spec.lengths[rec.length_index]},

@@ -17,7 +17,9 @@
 
 namespace adakv::eval {
 
-enum class Task { kPasskey, kNiah };
+// kPasskeyMulti: query-agnostic, several keys per document (runtime/eval/query_agnostic.h);
+// its depths are the needles' depth bands, one key each.
+enum class Task { kPasskey, kNiah, kPasskeyMulti };
 const char* to_string(Task t);
 
 // One column of the grid: a policy at a budget.
@@ -29,7 +31,9 @@ struct PolicyRun {
 };
 
 // The runs of a grid: full first (the reference), then every policy other than full at every
-// budget, all sharing `base`'s window, pooling, GQA aggregation and other knobs. Budgets are
+// budget, all sharing `base`'s window, pooling, GQA aggregation and other knobs. A policy name
+// may carry a scope or a scoring after a colon ("adakv:global", "snapkv:output-aware"), which
+// that run alone takes. Budgets are
 // parsed as parse_budget does ("0.2", "20%", "128"); throws std::invalid_argument on a bad one
 // or an empty list.
 std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
@@ -39,6 +43,10 @@ std::vector<PolicyRun> make_runs(const compression::CompressionConfig& base,
 // The first run with this policy and budget label, or std::string::npos.
 size_t find_run(const std::vector<PolicyRun>& runs, const std::string& policy,
                 const std::string& budget);
+
+// 64-bit FNV-1a of a budget vector [layer][model kv head] (its shape included), as 16 hex
+// digits; "" without budgets.
+std::string budgets_fingerprint(const std::vector<std::vector<size_t>>& budgets);
 
 struct EvalSpec {
   Task task = Task::kPasskey;
@@ -71,6 +79,8 @@ struct TrialRecord {
     std::string budgets_fingerprint;
     bool budgets_agree_across_ranks = true;
     double decode_s = 0;
+    // The recording prefill that served this run (its scoring included); 0 where not recorded.
+    double prefill_s = 0;
     // -log p (nats) of a right answer, teacher-forced: the whole sentence (Sample::reference)
     // after the prompt in this run's cache. A graded measure next to right / wrong. NaN when
     // not measured (results written before it existed).

@@ -1,0 +1,147 @@
+#include "runtime/eval/query_agnostic.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/eval/passkey_multi.h"
+#include "runtime/eval/scoring.h"
+
+namespace adakv::eval {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A reply that starts unlike every question: the common prefix of the prompts then ends
+// before the first question word, so the context holds no part of any question.
+constexpr const char* kProbe = "Thanks.";
+
+// Run indices grouped by scoring: the runs of a group share one recording prefill.
+std::vector<std::vector<size_t>> scoring_groups(const std::vector<PolicyRun>& runs) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    bool placed = false;
+    for (auto& g : groups) {
+      if (runs[g.front()].config.same_scoring(runs[i].config)) {
+        g.push_back(i);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({i});
+  }
+  return groups;
+}
+
+}  // namespace
+
+std::vector<double> key_bands(size_t keys) {
+  std::vector<double> bands;
+  for (size_t k = 0; k < keys; ++k) bands.push_back(100.0 * (double(k) + 0.5) / double(keys));
+  return bands;
+}
+
+EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
+                              const Progress& progress) {
+  const size_t keys = spec.depths.size();
+  if (spec.lengths.empty() || keys == 0 || spec.trials == 0) {
+    throw std::invalid_argument("the grid is empty: give lengths, keys and trials >= 1");
+  }
+  if (keys > kMaxPasskeyDoors) {
+    throw std::invalid_argument("passkey-multi holds at most " + std::to_string(kMaxPasskeyDoors) +
+                                " keys per document, got " + std::to_string(keys));
+  }
+  if (spec.runs.empty() || spec.runs.front().config.policy != compression::Policy::kFull) {
+    throw std::invalid_argument("the first run must be the full cache (the reference)");
+  }
+  // A question takes about 20 tokens with its chat turn; answer_questions checks exactly.
+  const size_t context = engine.model().config().context_length;
+  for (size_t len : spec.lengths) {
+    if (len + 32 + spec.max_tokens > context) {
+      throw std::invalid_argument(
+          "length " + std::to_string(len) + ", a question and " + std::to_string(spec.max_tokens) +
+          " new tokens do not fit the model's context of " + std::to_string(context));
+    }
+  }
+  const auto groups = scoring_groups(spec.runs);
+  const TokenCounter count = [&engine](const std::string& text) {
+    return engine.encode_prompt(text, /*chat=*/true).size();
+  };
+
+  EvalResult result;
+  result.spec = spec;
+  const auto t_all = Clock::now();
+  const size_t total = spec.lengths.size() * spec.trials * keys;
+  for (size_t li = 0; li < spec.lengths.size(); ++li) {
+    for (size_t t = 0; t < spec.trials; ++t) {
+      const auto t0 = Clock::now();
+      // Seeded by the cell's values: a document does not change when lengths are added.
+      const uint64_t seed = prompt_seed(spec.seed + uint64_t(spec.task), spec.lengths[li], keys, t);
+      const MultiSample s = make_passkey_multi(spec.lengths[li], keys, seed, count);
+      // Every question's whole prompt, and a probe's: their common prefix is the context.
+      std::vector<std::vector<int32_t>> prompts;
+      for (size_t k = 0; k < keys; ++k) {
+        prompts.push_back(engine.encode_prompt(question_prompt(s, k), /*chat=*/true));
+      }
+      prompts.push_back(engine.encode_prompt(s.document + "\n\n" + kProbe, /*chat=*/true));
+      const size_t n_context = common_prefix(prompts);
+      prompts.pop_back();
+      runtime::GenerateRequest req;
+      req.prompt.assign(prompts.front().begin(), prompts.front().begin() + n_context);
+      req.max_tokens = spec.max_tokens;
+      req.kv_dtype = spec.kv_dtype;
+      std::vector<std::vector<int32_t>> questions;
+      for (const auto& p : prompts) questions.emplace_back(p.begin() + n_context, p.end());
+      const double build_s = seconds_since(t0);
+
+      std::vector<TrialRecord> recs(keys);
+      for (size_t k = 0; k < keys; ++k) {
+        recs[k].length_index = li;
+        recs[k].depth_index = k;
+        recs[k].trial = t;
+        recs[k].prompt_tokens = n_context;
+        recs[k].depth = s.depths[k];
+        recs[k].answer = s.answers[k];
+        recs[k].build_s = build_s;
+        recs[k].runs.resize(spec.runs.size());
+      }
+      double prefill_s = 0;
+      for (const auto& group : groups) {
+        std::vector<compression::CompressionConfig> configs;
+        for (size_t i : group) configs.push_back(spec.runs[i].config);
+        const auto outs = runtime::answer_questions(engine, req, questions, configs);
+        prefill_s += outs.front().front().prefill_s;
+        for (size_t p = 0; p < group.size(); ++p) {
+          for (size_t k = 0; k < keys; ++k) {
+            const runtime::GenerateResult& o = outs[p][k];
+            TrialRecord::Run& run = recs[k].runs[group[p]];
+            run.output = o.text;
+            run.correct = is_correct(o.text, s.answers[k]);
+            run.kv_kept = double(o.kv_after_prefill_bytes) /
+                          double(std::max<size_t>(o.kv_full_after_prefill_bytes, 1));
+            run.kv_bytes = o.kv_after_prefill_bytes;
+            run.kv_full_bytes = o.kv_full_after_prefill_bytes;
+            run.budgets_fingerprint = budgets_fingerprint(o.compression.budgets);
+            run.budgets_agree_across_ranks = o.budgets_agree_across_ranks;
+            run.decode_s = o.decode_s;
+            run.prefill_s = o.prefill_s;
+          }
+        }
+      }
+      for (auto& rec : recs) {
+        rec.prefill_s = prefill_s;
+        rec.total_s = seconds_since(t0);
+        result.records.push_back(std::move(rec));
+        if (progress) progress(result.records.back(), result.records.size(), total);
+      }
+    }
+  }
+  result.total_s = seconds_since(t_all);
+  return result;
+}
+
+}  // namespace adakv::eval
