@@ -1,0 +1,75 @@
+// `adakv eval passkey-multi` on the real default model, kept small: two short documents of
+// three keys each, the context compressed once per policy without the question. The full cache
+// answers every key; every question of a document shares one context; the run is deterministic
+// (a second run writes the same answers and budgets); output-aware runs keep the budget.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "tests/e2e/model_fixture.h"
+#include "tests/e2e/run_adakv.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path out_dir(const std::string& name) {
+  return fs::temp_directory_path() / ("adakv-qa-" + name + "-" + std::to_string(::getpid()));
+}
+
+json run_eval(const fs::path& out) {
+  fs::remove_all(out);
+  const auto r =
+      adakv::test::adakv("eval passkey-multi --model '" + adakv::test::model_path() +
+                         "' --lengths 700 --keys 3 --trials 2 --seed 2 --budgets 0.5"
+                         " --policies snapkv,adakv,adakv:output-aware --threads 2 --out '" +
+                         out.string() + "'");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  std::printf("%s", r.out.c_str());
+  auto j = json::parse(adakv::test::slurp(out / "passkey-multi_results.json"));
+  EXPECT_TRUE(fs::exists(out / "passkey-multi_summary.svg"));
+  fs::remove_all(out);
+  return j;
+}
+
+TEST(QueryAgnosticEval, FullAnswersEveryKeyAndRunsAreDeterministic) {
+  const json a = run_eval(out_dir("a"));
+  const json b = run_eval(out_dir("b"));
+  ASSERT_EQ(a["task"], "passkey-multi");
+  ASSERT_EQ(a["runs"].size(), 4u);
+  EXPECT_EQ(a["runs"][3]["policy"], "adakv:output-aware");
+  EXPECT_EQ(a["runs"][3]["scoring"], "output-aware");
+  EXPECT_EQ(a["runs"][2]["scoring"], "window");
+  const json& recs = a["records"];
+  ASSERT_EQ(recs.size(), 6u);  // 2 documents x 3 keys
+  ASSERT_EQ(b["records"].size(), 6u);
+  std::set<std::string> keys;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    SCOPED_TRACE(recs[i].dump());
+    const json& runs = recs[i]["runs"];
+    EXPECT_TRUE(runs[0]["correct"].get<bool>());
+    keys.insert(recs[i]["answer"].get<std::string>());
+    // The questions of one document share its context, and its compressed caches.
+    const json& first = recs[i - i % 3];
+    EXPECT_EQ(recs[i]["prompt_tokens"], first["prompt_tokens"]);
+    EXPECT_LE(recs[i]["prompt_tokens"].get<size_t>(), 700u);
+    for (size_t p = 1; p < 4; ++p) {
+      EXPECT_EQ(runs[p]["budgets_fingerprint"], first["runs"][p]["budgets_fingerprint"]);
+      EXPECT_LT(runs[p]["kv_kept"].get<double>(), 0.6);
+      EXPECT_EQ(runs[p]["output"], b["records"][i]["runs"][p]["output"]);
+      EXPECT_EQ(runs[p]["budgets_fingerprint"], b["records"][i]["runs"][p]["budgets_fingerprint"]);
+    }
+    EXPECT_EQ(runs[0]["output"], b["records"][i]["runs"][0]["output"]);
+    // Another scorer, another allocation: the two adakv runs keep different budgets.
+    EXPECT_NE(runs[2]["budgets_fingerprint"], runs[3]["budgets_fingerprint"]);
+  }
+  EXPECT_EQ(keys.size(), 6u);
+}
+
+}  // namespace
