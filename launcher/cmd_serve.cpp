@@ -44,6 +44,7 @@ struct ServeOptions {
   unsigned short port = 8000;
   size_t max_queue = 256;
   double drain_s = 30, max_body_mb = 16, max_header_kb = 16, timeout_s = 10;
+  double sse_keepalive_s = 5;
   int threads = 0;
   EngineFlags engine;
   CompressionFlags compression;
@@ -112,6 +113,7 @@ int run_serve(const ServeOptions& o) {
   if (o.max_body_mb <= 0 || o.max_header_kb <= 0 || o.timeout_s <= 0) {
     throw std::invalid_argument("--max-body-mb, --max-header-kb and --timeout-s must be > 0");
   }
+  if (o.sse_keepalive_s < 0) throw std::invalid_argument("--sse-keepalive-s must be >= 0");
 
   server::ServerMetrics metrics;
   server::FrontDoor async(engine, serving, o.max_queue, metrics);
@@ -120,6 +122,7 @@ int run_serve(const ServeOptions& o) {
   api_config.api_key = o.api_key;
   api_config.defaults = defaults;
   api_config.kv_dtype = o.compression.kv_dtype;
+  api_config.stream_keep_alive_s = o.sse_keepalive_s;
   server::OpenAiApi api(engine, async, metrics, api_config);
 
   boost::asio::io_context io(1);
@@ -238,6 +241,9 @@ void add_serve(CLI::App& app, Runner& selected) {
   sub->add_option("--timeout-s", o->timeout_s,
                   "Seconds a header may take, an idle connection stays open, a write may stall "
                   "(default 10)");
+  sub->add_option("--sse-keepalive-s", o->sse_keepalive_s,
+                  "A stream's header goes out once its request is queued; then an SSE comment "
+                  "every this many seconds without a token (default 5; 0: none)");
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   o->engine.add_to(sub);

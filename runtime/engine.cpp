@@ -20,19 +20,30 @@ Engine::Engine(Worker& engine, const ServingConfig& config)
   engine_.configure_steps(config);
 }
 
-uint64_t Engine::add(Request request) {
+std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) const {
   const GenerateRequest& req = request.generate;
-  const size_t max_new = engine_.check_request(req), n_prompt = req.prompt.size();
+  const size_t max_new = engine_.check_request(req);
   for (const auto& s : request.stop) {
     if (s.empty()) throw std::invalid_argument("a stop string is empty");
   }
-  const uint64_t id = next_id_++;
   auto seq = std::make_shared<ScheduledSeq>();
-  seq->id = id;
   seq->prompt = req.prompt;
   seq->compression = req.compression;
   seq->max_new = max_new;
-  seq->lookahead = engine_.lookahead_steps(req.compression, n_prompt);
+  seq->lookahead = engine_.lookahead_steps(req.compression, req.prompt.size());
+  return seq;
+}
+
+void Engine::check(const Request& request) const {
+  scheduler_.check_fits_alone(*checked_sequence(request));
+}
+
+uint64_t Engine::add(Request request) {
+  const GenerateRequest& req = request.generate;
+  const size_t n_prompt = req.prompt.size();
+  auto seq = checked_sequence(request);
+  const uint64_t id = next_id_++;
+  seq->id = id;
   seq->stop_ids = engine_.tokenizer().stop_ids();
   seq->prompt_logits = req.prompt_logprobs;
   scheduler_.add(seq);  // throws when the pool can never hold it

@@ -59,6 +59,9 @@ class Engine {
   // token from the same logits. Returns their ids in order. Throws like add(), or
   // std::invalid_argument when the prompts or max_tokens differ.
   std::vector<uint64_t> add_samples(std::vector<Request> samples);
+  // Throws what add() would throw for `request`, and queues nothing. Any thread: it reads the
+  // configuration only (a server answers 400 before it starts a response).
+  void check(const Request& request) const;
   // Ends a request (finish_reason "abort"); its blocks go back at the next step.
   void abort(uint64_t id);
   bool has_work() const { return scheduler_.has_work(); }
@@ -73,6 +76,8 @@ class Engine {
   size_t free_blocks() const;
 
  private:
+  // The sequence `request` becomes (no id yet), once the worker accepts it; throws like add().
+  std::shared_ptr<ScheduledSeq> checked_sequence(const Request& request) const;
   struct Active {
     Active(std::shared_ptr<ScheduledSeq> s, Request r, const tokenizer::Tokenizer& tok)
         : seq(std::move(s)),

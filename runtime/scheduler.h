@@ -126,6 +126,10 @@ class Scheduler {
   // first when `report`. Returns false when it had no cache (it was waiting): no report comes.
   bool finish(uint64_t id, bool report);
 
+  // Throws std::invalid_argument when s could never fit the pool, even alone (what add()
+  // refuses). Any thread: it reads the configuration only.
+  void check_fits_alone(const ScheduledSeq& s) const;
+
   size_t num_waiting() const { return waiting_.size() + samples_.size(); }
   size_t num_running() const { return resident_.size(); }
   bool has_work() const;
@@ -159,7 +163,6 @@ class Scheduler {
   static void drop_share(ScheduledSeq& s);
   // Forks the waiting samples whose source is ready, as far as the pool and max_num_seqs allow.
   void fork_samples(StepPlan& plan, std::vector<size_t>& used);
-  void check_fits_alone(const ScheduledSeq& s) const;
   // Blocks per layer `rank` reserves for s from admission until it is compressed: the peak its
   // prefill really reaches there.
   size_t reserved_per_layer(size_t rank, const ScheduledSeq& s) const;

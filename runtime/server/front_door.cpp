@@ -25,6 +25,11 @@ SubmitStatus FrontDoor::submit(uint64_t ticket, Submission s) {
   return SubmitStatus::kQueued;
 }
 
+void FrontDoor::check(const Submission& s) const {
+  loop_.check(s.request);
+  for (const auto& r : s.samples) loop_.check(r);
+}
+
 void FrontDoor::abort(uint64_t ticket) {
   std::lock_guard lock(mu_);
   aborts_.push_back(ticket);

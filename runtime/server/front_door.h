@@ -43,6 +43,9 @@ class FrontDoor {
   // Any thread. A ticket names a request before the engine has seen it (for abort).
   uint64_t new_ticket() { return next_ticket_++; }
   SubmitStatus submit(uint64_t ticket, Submission s);
+  // Any thread: throws std::invalid_argument when the engine would refuse `s` (what its
+  // on_error would report as 400), so that a caller can answer before it submits.
+  void check(const Submission& s) const;
   // Any thread: ends the request (finish_reason "abort"); its blocks return at the next step.
   void abort(uint64_t ticket);
   // Any thread: stop taking requests; those in flight get `drain_s` seconds to finish, then are

@@ -56,7 +56,10 @@ std::string chunk(const std::string& data) {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<HttpServer::Shared> shared)
-      : stream_(std::move(socket)), timer_(stream_.get_executor()), shared_(std::move(shared)) {
+      : stream_(std::move(socket)),
+        timer_(stream_.get_executor()),
+        keep_alive_timer_(stream_.get_executor()),
+        shared_(std::move(shared)) {
     ++shared_->connections;
   }
   ~Session() { --shared_->connections; }
@@ -77,20 +80,26 @@ class Session : public std::enable_shared_from_this<Session> {
     finish_exchange();
   }
   void start_stream(const std::shared_ptr<Exchange>& ex, const std::string& content_type,
-                    const Exchange::Headers& extra) {
+                    const Exchange::Headers& extra, StreamKeepAlive keep_alive) {
     if (ex != current_ || closed_) return;
     std::string head = "HTTP/1.1 200 OK\r\nServer: adakv\r\nContent-Type: " + content_type +
                        "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
     for (const auto& [k, v] : extra) head += k + ": " + v + "\r\n";
     head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
     queue(std::move(head));
+    if (keep_alive.bytes.empty() || keep_alive.every_s <= 0) return;
+    stream_keep_alive_ = std::move(keep_alive);
+    send(ex, stream_keep_alive_.bytes);
+    arm_keep_alive(ex, stream_keep_alive_.every_s);
   }
   void send(const std::shared_ptr<Exchange>& ex, const std::string& data) {
     if (ex != current_ || closed_ || data.empty()) return;
+    last_chunk_at_ = std::chrono::steady_clock::now();
     queue(chunk(data));
   }
   void end(const std::shared_ptr<Exchange>& ex) {
     if (ex != current_ || closed_) return;
+    keep_alive_timer_.cancel();
     queue("0\r\n\r\n");
     finish_exchange();
   }
@@ -111,6 +120,27 @@ class Session : public std::enable_shared_from_this<Session> {
       beast::error_code ignored;
       self->stream_.socket().cancel(ignored);
     });
+  }
+
+  // Sends the stream's keep-alive once `ex` has sent nothing for its interval.
+  void arm_keep_alive(const std::shared_ptr<Exchange>& ex, double seconds) {
+    keep_alive_timer_.expires_after(ms(seconds));
+    keep_alive_timer_.async_wait(
+        [weak = weak_from_this(), ex = std::weak_ptr<Exchange>(ex)](beast::error_code ec) {
+          auto self = weak.lock();
+          auto exchange = ex.lock();
+          if (ec || !self || !exchange || exchange != self->current_ || self->closed_ ||
+              exchange->ended_) {
+            return;
+          }
+          const double every = self->stream_keep_alive_.every_s;
+          const double idle =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - self->last_chunk_at_)
+                  .count();
+          if (idle < every) return self->arm_keep_alive(exchange, every - idle);
+          self->send(exchange, self->stream_keep_alive_.bytes);
+          self->arm_keep_alive(exchange, every);
+        });
   }
 
   void read_header() {
@@ -280,6 +310,7 @@ class Session : public std::enable_shared_from_this<Session> {
       --shared_->busy;
       counted_busy_ = false;
     }
+    keep_alive_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -289,6 +320,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   net::steady_timer timer_;
+  net::steady_timer keep_alive_timer_;  // the current stream's keep-alive
+  StreamKeepAlive stream_keep_alive_;
+  std::chrono::steady_clock::time_point last_chunk_at_;
   std::shared_ptr<HttpServer::Shared> shared_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -316,11 +350,13 @@ void Exchange::respond(int status, const std::string& content_type, std::string 
   });
 }
 
-void Exchange::start_stream(const std::string& content_type, const Headers& extra) {
+void Exchange::start_stream(const std::string& content_type, const Headers& extra,
+                            StreamKeepAlive keep_alive) {
   auto self = shared_from_this();
-  net::post(session_->executor(), [self, content_type, extra] {
-    self->session_->start_stream(self, content_type, extra);
-  });
+  net::post(session_->executor(),
+            [self, content_type, extra, keep_alive = std::move(keep_alive)]() mutable {
+              self->session_->start_stream(self, content_type, extra, std::move(keep_alive));
+            });
 }
 
 void Exchange::send(std::string data) {

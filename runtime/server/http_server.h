@@ -24,6 +24,15 @@ namespace adakv::server {
 
 class Session;
 
+// What a stream sends while it has nothing else to send, so that a client (or a proxy) with a
+// read timeout does not take a long wait for a dead server: `bytes` at once after the header,
+// then again whenever nothing was sent for `every_s` seconds. Empty bytes or every_s <= 0:
+// nothing.
+struct StreamKeepAlive {
+  std::string bytes;
+  double every_s = 0;
+};
+
 // One request on a connection. The handler answers with exactly one respond(), or with
 // start_stream(), any number of send() and one end(). Every method is safe from any thread.
 class Exchange : public std::enable_shared_from_this<Exchange> {
@@ -36,7 +45,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void respond(int status, const std::string& content_type, std::string body,
                const Headers& extra = {});
   // 200, chunked, then each send() is one chunk as it is given.
-  void start_stream(const std::string& content_type, const Headers& extra = {});
+  void start_stream(const std::string& content_type, const Headers& extra = {},
+                    StreamKeepAlive keep_alive = {});
   void send(std::string chunk);
   void end();
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <random>
 
@@ -15,6 +16,8 @@ using nlohmann::json;
 
 // Nesting beyond this is refused before it is built (hostile bodies nest 100,000 deep).
 constexpr int kMaxJsonDepth = 64;
+// An SSE comment: clients skip it (the OpenAI clients included).
+constexpr const char* kSseKeepAlive = ": keep-alive\n\n";
 
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -86,10 +89,14 @@ struct Choice {
   std::optional<runtime::GenerateResult> result;  // once done
 };
 
-// The per-request state the engine thread's callbacks share.
+// The per-request state the engine thread's callbacks share, and for a stream, the HTTP
+// thread that opens it: the entry points (open, text, done, error) hold `mu`, so what they send
+// goes out in the order they decided it.
 struct Stream {
+  std::mutex mu;
   std::shared_ptr<Exchange> ex;
   bool chat = false, streaming = false, include_usage = false;
+  double keep_alive_s = 0;
   std::string id, model, dtype;
   long long created = 0;
   compression::CompressionConfig compression;
@@ -141,11 +148,19 @@ struct Stream {
     return c;
   }
   void event(const json& j) const { ex->send("data: " + dump(j) + "\n\n"); }
+  void start_response() {
+    if (started) return;
+    started = true;
+    ex->start_stream("text/event-stream", {}, {kSseKeepAlive, keep_alive_s});
+  }
+  // Streaming, once the request is queued: the header and the first keep-alive, before any
+  // token (a queued request may wait long for a sequence slot).
+  void open() {
+    std::lock_guard lock(mu);
+    if (!failed) start_response();
+  }
   void start(size_t index) {
-    if (!started) {
-      started = true;
-      ex->start_stream("text/event-stream");
-    }
+    start_response();
     Choice& c = choices[index];
     if (c.started) return;
     c.started = true;
@@ -162,6 +177,7 @@ struct Stream {
     }
   }
   void text(size_t index, std::string_view t) {
+    std::lock_guard lock(mu);
     if (failed) return;
     start(index);
     Choice& c = choices[index];
@@ -182,6 +198,7 @@ struct Stream {
     return n;
   }
   void done(size_t index, runtime::GenerateResult&& r) {
+    std::lock_guard lock(mu);
     if (failed) return;
     Choice& c = choices[index];
     if (!r.prompt_logprobs.empty()) prompt_lps = r.prompt_logprobs;
@@ -250,6 +267,7 @@ struct Stream {
     return choice;
   }
   void error(int status, const std::string& message) {
+    std::lock_guard lock(mu);
     if (failed) return;
     failed = true;
     if (!started) return reply_error(ex, status, message);
@@ -374,7 +392,8 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
       }
     }
     if (body.contains("best_of") && !body["best_of"].is_null() && body["best_of"] != 1) {
-      throw runtime::RequestError("'best_of' is not supported: it must be 1 (ask for several samples with 'n')", "best_of");
+      throw runtime::RequestError(
+          "'best_of' is not supported: it must be 1 (ask for several samples with 'n')", "best_of");
     }
     if (body.contains("stream") && !body["stream"].is_null()) {
       if (!body["stream"].is_boolean())
@@ -429,6 +448,7 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
   state->model = config_.model_name;
   state->dtype = config_.kv_dtype;
   state->created = unix_now();
+  state->keep_alive_s = config_.stream_keep_alive_s;
   state->compression = request.generate.compression;
   state->tok = &engine_.tokenizer();
   state->prompt = request.generate.prompt;
@@ -469,10 +489,17 @@ void OpenAiApi::completion(const std::shared_ptr<Exchange>& ex, bool chat) {
       s.samples.push_back(std::move(r));
     }
   }
+  // What the engine would refuse is a 400 now, before a stream's 200 goes out.
+  try {
+    async_.check(s);
+  } catch (const std::invalid_argument& e) {
+    return reply_error(ex, 400, e.what());
+  }
   const uint64_t ticket = async_.new_ticket();
   switch (async_.submit(ticket, std::move(s))) {
     case SubmitStatus::kQueued:
       ex->on_disconnect([this, ticket] { async_.abort(ticket); });
+      if (state->streaming) state->open();
       break;
     case SubmitStatus::kQueueFull:
       return reply_error(ex, 429, "too many requests are waiting; retry later", "",

@@ -21,6 +21,9 @@ struct ApiConfig {
   // max_tokens is not used (completions default to 16 tokens, chat to the rest of the context).
   runtime::RequestDefaults defaults;
   std::string kv_dtype;  // for the response's kv report
+  // A stream sends its header once the request is queued, then an SSE comment at once and
+  // whenever it sent nothing for this many seconds (0: no comments).
+  double stream_keep_alive_s = 5;
 };
 
 class OpenAiApi {

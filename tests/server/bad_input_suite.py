@@ -339,7 +339,8 @@ def check_sse(resp):
     if not ct.startswith("text/event-stream"):
         return "Content-Type %r" % ct
     text = resp.body.decode("utf-8", "replace")
-    events = [e for e in text.split("\n\n") if e.strip()]
+    # Comments (": keep-alive") may come between events; clients skip them.
+    events = [e for e in text.split("\n\n") if e.strip() and not e.startswith(":")]
     if not events or events[-1].strip() != "data: [DONE]":
         return "stream does not end with data: [DONE]: %r" % text[-120:]
     for e in events[:-1]:
