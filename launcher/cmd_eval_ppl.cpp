@@ -42,6 +42,8 @@ struct PplOptions {
 };
 
 int run_ppl_command(const PplOptions& o) {
+  // The results are written at the end: an unwritable --out fails now, not after the run.
+  if (is_job_root()) svg::prepare_output_dir(o.out);
   kernels::set_num_threads(o.threads);
   eval::PplSpec spec;
   spec.lengths = o.lengths;
@@ -71,7 +73,6 @@ int run_ppl_command(const PplOptions& o) {
   const std::string table = eval::format_ppl(result);
   std::cout << table << std::flush;
   namespace fs = std::filesystem;
-  fs::create_directories(o.out);
   svg::write_text_file((fs::path(o.out) / "ppl_table.txt").string(), table);
   svg::write_text_file((fs::path(o.out) / "ppl_results.json").string(),
                        eval::to_json(result).dump(1) + "\n");

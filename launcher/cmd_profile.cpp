@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -42,12 +41,6 @@ struct ProfileOptions {
   ParallelFlags parallel;
   ChatTemplateFlag chat_template;
 };
-
-void write_file(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
 
 std::string budget_text(const compression::CompressionConfig& c, size_t n) {
   const size_t b = c.budget_per_head(n);
@@ -133,6 +126,8 @@ void print_table(const profile::HeadProfile& p) {
 }
 
 int run_profile(const ProfileOptions& o) {
+  // The files are written at the end: an unwritable --out fails now, not after the prefill.
+  if (is_job_root()) svg::prepare_output_dir(o.out);
   kernels::set_num_threads(o.threads);
   const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   const std::string model_path = runtime::resolve_model(o.model);
@@ -147,12 +142,11 @@ int run_profile(const ProfileOptions& o) {
   req.kv_dtype = o.compression.dtype();
   const auto p = profile::profile_prompt(engine, req);
 
-  fs::create_directories(o.out);
   const fs::path json_path = fs::path(o.out) / "profile.json";
   const fs::path svg_path = fs::path(o.out) / "head_budgets.svg";
   const fs::path png_path = fs::path(o.out) / "head_budgets.png";
   const std::string model_name = fs::path(model_path).filename().string();
-  write_file(svg_path, profile::heatmap_svg(figure(p, model_name)));
+  svg::write_text_file(svg_path.string(), profile::heatmap_svg(figure(p, model_name)));
   const std::string converter = svg::find_png_converter();
   const bool png =
       !converter.empty() && svg::svg_to_png(converter, svg_path.string(), png_path.string());
@@ -162,7 +156,7 @@ int run_profile(const ProfileOptions& o) {
   j["files"] = {{"json", json_path.string()},
                 {"svg", svg_path.string()},
                 {"png", png ? nlohmann::json(png_path.string()) : nlohmann::json(nullptr)}};
-  write_file(json_path, j.dump(1) + "\n");
+  svg::write_text_file(json_path.string(), j.dump(1) + "\n");
 
   if (o.json) {
     std::cout << j.dump() << std::endl;

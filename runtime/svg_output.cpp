@@ -1,8 +1,11 @@
 #include "runtime/svg_output.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -21,6 +24,11 @@ std::string converter_command(const std::string& conv, const std::string& svg,
   if (conv == "rsvg-convert")
     return "rsvg-convert -b white -o " + shell_quote(png) + " " + shell_quote(svg);
   return conv + " " + shell_quote(svg) + " " + shell_quote(png);
+}
+
+[[noreturn]] void fail_write(const std::string& path, int err) {
+  throw std::runtime_error("cannot write " + path + ": " +
+                           (err ? std::strerror(err) : "the write failed"));
 }
 
 bool is_png(const std::string& path) {
@@ -55,10 +63,32 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+void prepare_output_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail_write(dir, ec.value());
+  if (!fs::is_directory(dir, ec)) fail_write(dir, ENOTDIR);
+  const std::string probe =
+      (fs::path(dir) / (".adakv-write-probe-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) fail_write(dir, errno);
+  const char byte = '\n';
+  int err = ::write(fd, &byte, 1) == 1 ? 0 : (errno ? errno : EIO);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (::unlink(probe.c_str()) != 0 && err == 0) err = errno;
+  if (err) fail_write(dir, err);
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out.flush()) throw std::runtime_error("cannot write " + path);
+  if (!out) fail_write(path, errno);
+  out.write(text.data(), std::streamsize(text.size()));
+  out.flush();
+  if (!out) fail_write(path, errno);
+  out.close();
+  if (!out) fail_write(path, errno);
 }
 
 std::string find_png_converter() {

@@ -1,5 +1,6 @@
-// What every picture writer needs: XML escaping, writing the file, and turning it into a PNG
-// with whatever converter this machine has (rsvg-convert from librsvg2-bin, or ImageMagick).
+// What every picture and report writer needs: XML escaping, an output folder checked before a
+// long run, writing the file, and turning it into a PNG with whatever converter this machine
+// has (rsvg-convert from librsvg2-bin, or ImageMagick).
 #pragma once
 
 #include <string>
@@ -9,7 +10,13 @@ namespace adakv::svg {
 // Text safe inside SVG elements and attribute values.
 std::string escape(const std::string& s);
 
-// Writes `text` to `path`; throws std::runtime_error naming the path on failure.
+// Creates `dir` (and its parents) and checks that a file can be created, written and removed
+// in it, so that a tool which writes its results at the end fails at its start instead. Throws
+// std::runtime_error("cannot write <path>: <the OS's reason>") naming what failed.
+void prepare_output_dir(const std::string& dir);
+
+// Writes `text` to `path`, flushed; throws std::runtime_error("cannot write <path>: <the OS's
+// reason>") when the file cannot be opened or written in full (a full disk included).
 void write_text_file(const std::string& path, const std::string& text);
 
 // The first SVG-to-PNG converter that works here ("rsvg-convert", "magick" or "convert"), or ""
