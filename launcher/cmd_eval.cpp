@@ -282,7 +282,7 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
          "--policies", o->policies,
          "Policies (full is always run as the reference): "
          "full,streaming,snapkv,pyramidkv,adakv,ada-pyramid; adakv:global or adakv:layer sets "
-         "that policy's scope, adakv:output-aware (any policy) its scoring")
+         "that policy's scope, adakv:output-aware or (passkey-multi) adakv:reconstruct its scoring")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--trials", o->trials, "Prompts per (length, depth) cell")
@@ -302,6 +302,7 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
   }
   sub->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else all cores)");
+  o->compression.reconstructs = task == eval::Task::kPasskeyMulti;
   o->compression.add_to(sub);
   o->parallel.add_to(sub);
   o->chat_template.add_to(sub);

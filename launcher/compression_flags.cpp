@@ -93,8 +93,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "peak (each token's largest attention from one observed query)");
   app->add_option("--scoring", scoring,
                   "What a token's score measures: window (attention from the observation "
-                  "window, default) or output-aware (that attention times ||W_o^h v||, the "
-                  "norm of its value through the head's output projection)");
+                  "window, default), output-aware (that attention times ||W_o^h v||, the "
+                  "norm of its value through the head's output projection) or reconstruct "
+                  "(eval passkey-multi: the most attention from the context repeated after it)");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")
@@ -166,6 +167,11 @@ compression::CompressionConfig CompressionFlags::resolve(
   if (given("--lookahead-weight")) c.lookahead_weight = lookahead_weight;
   if (!budget_scores.empty()) c.budget_scores = compression::parse_budget_scores(budget_scores);
   if (!scoring.empty()) c.scoring = compression::parse_scoring(scoring);
+  if (c.scoring == compression::Scoring::kReconstruct && !reconstructs) {
+    throw std::invalid_argument(
+        "scoring reconstruct runs only in adakv eval passkey-multi (it repeats the context after "
+        "the prompt); use window or output-aware here");
+  }
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

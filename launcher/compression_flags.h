@@ -32,6 +32,9 @@ struct CompressionFlags {
   // prefilled layer by layer, so a server fits fewer sequences; at 20% it changed Ada-KV's
   // retrieval little (docs/experiments.md).
   bool serving = false;
+  // Whether the command feeds a reconstruction after the prompt (eval passkey-multi): elsewhere
+  // scoring reconstruct is refused.
+  bool reconstructs = false;
   CLI::App* app = nullptr;  // to ask which flags were given
 
   void add_to(CLI::App* app);

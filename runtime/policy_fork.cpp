@@ -42,23 +42,34 @@ class ForkedPrompt {
  public:
   // Configures the engine's pool for `copies` caches besides the recording, each of the prompt
   // plus `room` tokens (so that no step can run out of blocks).
+  // `reconstruction`: the tokens that follow the prompt when the policies score by
+  // reconstruction (required then, else ignored): their queries are observed, then rolled back.
   ForkedPrompt(Worker& engine, const GenerateRequest& req,
                const std::vector<compression::CompressionConfig>& policies, size_t room,
-               size_t copies)
+               size_t copies, const std::vector<int32_t>& reconstruction = {})
       : engine_(engine), req_(req), scoring_(policies.front()) {
     for (const auto& p : policies) {
       lookahead_ = std::max(lookahead_, engine.lookahead_steps(p, req.prompt.size()));
     }
+    if (scoring_.scoring == compression::Scoring::kReconstruct) {
+      if (reconstruction.empty()) {
+        throw std::invalid_argument(
+            "scoring reconstruct needs the context to repeat after the prompt (adakv eval "
+            "passkey-multi)");
+      }
+      reconstruction_ = reconstruction;
+    }
     const auto& cfg = engine.model().local_config();
     const size_t n = req.prompt.size();
     const size_t blocks_per_head =
-        (n + std::max(room, lookahead_) + req.block_tokens - 1) / req.block_tokens;
+        (n + std::max({room, lookahead_, reconstruction_.size()}) + req.block_tokens - 1) /
+        req.block_tokens;
     ServingConfig config;
     config.block_tokens = req.block_tokens;
     config.kv_dtype = req.kv_dtype;
     config.kv_pool_blocks = (copies + 1) * blocks_per_head * cfg.n_layers * cfg.n_kv_heads;
     config.max_num_seqs = copies + 1;
-    config.max_num_batched_tokens = n;
+    config.max_num_batched_tokens = std::max(n, reconstruction_.size());
     config.prefill_chunk = n;
     engine.reset_stats();
     engine.configure_steps(config);
@@ -80,6 +91,11 @@ class ForkedPrompt {
     plan.entries = {StepEntry{kSource, req_.prompt, true}};
     prefill_logits_ = engine_.execute_step(plan).logits;
     const auto t1 = std::chrono::steady_clock::now();
+    if (!reconstruction_.empty()) {
+      StepPlan repeat;
+      repeat.entries = {StepEntry{kSource, reconstruction_, false}};
+      engine_.execute_step(repeat);
+    }
     std::vector<float> logits = prefill_logits_;
     for (size_t step = 0; step < lookahead_; ++step) {
       const int32_t next = argmax(logits.data(), vocab);
@@ -112,6 +128,7 @@ class ForkedPrompt {
   const GenerateRequest& req_;
   compression::CompressionConfig scoring_;
   size_t lookahead_ = 0;
+  std::vector<int32_t> reconstruction_;
   std::vector<float> prefill_logits_;  // [vocab]: the prompt's last row
   double prefill_s_ = 0, lookahead_s_ = 0;
   uint64_t next_id_ = kSource + 1;
@@ -310,7 +327,8 @@ std::vector<ContinuationScore> score_continuation(
 
 std::vector<std::vector<GenerateResult>> answer_questions(
     Worker& engine, const GenerateRequest& req, const std::vector<std::vector<int32_t>>& questions,
-    const std::vector<compression::CompressionConfig>& policies) {
+    const std::vector<compression::CompressionConfig>& policies,
+    const std::vector<int32_t>& reconstruction) {
   if (!engine.is_root()) throw std::logic_error("answer_questions() runs on rank 0");
   check_policies(policies);
   if (questions.empty()) throw std::invalid_argument("no question to answer");
@@ -326,9 +344,16 @@ std::vector<std::vector<GenerateResult>> answer_questions(
                                 " new tokens do not fit the model's context of " +
                                 std::to_string(engine.context_length()));
   }
+  if (policies.front().scoring == compression::Scoring::kReconstruct &&
+      n_context + reconstruction.size() > engine.context_length()) {
+    throw std::invalid_argument(
+        "context (" + std::to_string(n_context) + " tokens) and its reconstruction (" +
+        std::to_string(reconstruction.size()) + ") do not fit the model's context of " +
+        std::to_string(engine.context_length()));
+  }
   // One policy at a time holds a fork per question.
   const size_t Q = questions.size();
-  ForkedPrompt job(engine, req, policies, longest + max_new, Q);
+  ForkedPrompt job(engine, req, policies, longest + max_new, Q, reconstruction);
   job.prefill();
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& q : questions) {
@@ -361,6 +386,7 @@ std::vector<std::vector<GenerateResult>> answer_questions(
       kv.finish_reason = answers[i].finish_reason;
       kv.prompt_tokens = prompts[i].size();
       kv.prefill_s = job.prefill_s_;
+      kv.compression.lookahead_s = job.lookahead_s_;
       kv.decode_s = question_s + decode_s;
       results[p].push_back(std::move(kv));
     }

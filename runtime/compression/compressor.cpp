@@ -34,7 +34,10 @@ bool Compressor::scores_prompt(size_t n) const {
 void Compressor::start_prompt(bool defer) {
   scores_.assign(n_layers_, {});
   budget_scores_.assign(n_layers_, {});
-  if (record_ ? config().lookahead > 0 : defer) {
+  // A recording waits for the queries after the prompt: look-ahead tokens, or the repeated
+  // context that reconstruct scoring observes.
+  const bool observes_after = config().lookahead > 0 || config().scoring == Scoring::kReconstruct;
+  if (record_ ? observes_after : defer) {
     observed_q_.clear();
     observed_q_.resize(n_layers_);
   }
@@ -44,6 +47,22 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
                        size_t k_stride, size_t n_keys, size_t n_obs, const float* v,
                        size_t v_stride) {
   const CompressionConfig& c = config();
+  if (c.scoring == Scoring::kReconstruct) {
+    if (!record_ || n_obs <= c.window) {
+      throw std::invalid_argument(
+          "scoring reconstruct needs a recording prefill followed by the repeated context "
+          "(adakv eval passkey-multi)");
+    }
+    // KVzip: each key's largest attention from one query of the repeat; selection and
+    // allocation both read it.
+    std::vector<float> peak;
+    score_observations(q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_, head_dim_,
+                       c, &peak, *backend_);
+    merge_replica_scores(group(), peak, kv_heads_, c.gqa);
+    scores_[layer] = std::move(peak);
+    budget_scores_[layer].clear();
+    return;
+  }
   std::vector<float> weights;
   if (c.scoring == Scoring::kOutputAware) {
     if (!v) throw std::logic_error("output-aware scoring needs the values of the scored keys");

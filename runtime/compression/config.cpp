@@ -89,7 +89,8 @@ constexpr std::pair<const char*, GqaAggregation> kGqa[] = {{"mean", GqaAggregati
 constexpr std::pair<const char*, BudgetScores> kBudgetScores[] = {{"sum", BudgetScores::kSum},
                                                                   {"peak", BudgetScores::kPeak}};
 constexpr std::pair<const char*, Scoring> kScorings[] = {{"window", Scoring::kWindow},
-                                                         {"output-aware", Scoring::kOutputAware}};
+                                                         {"output-aware", Scoring::kOutputAware},
+                                                         {"reconstruct", Scoring::kReconstruct}};
 
 template <typename E, size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -193,9 +194,9 @@ void CompressionConfig::validate(size_t n) const {
   if (!(lookahead_weight > 0.0 && std::isfinite(lookahead_weight))) {
     fail("lookahead_weight must be > 0 (got " + num(lookahead_weight) + ")");
   }
-  if (scoring == Scoring::kOutputAware && lookahead > 0) {
-    fail("scoring output-aware does not combine with lookahead (got lookahead " +
-         std::to_string(lookahead) + "): the look-ahead keys' values are not kept");
+  if (scoring != Scoring::kWindow && lookahead > 0) {
+    fail(std::string("scoring ") + to_string(scoring) +
+         " does not combine with lookahead (got lookahead " + std::to_string(lookahead) + ")");
   }
   if (delta == 0) fail("delta must be >= 1 (got 0)");
   if (!(pyramid_beta > 0.0 && std::isfinite(pyramid_beta))) {

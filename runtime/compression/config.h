@@ -23,8 +23,12 @@ enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores th
 // What a token's score measures (runtime/compression/output_aware.h):
 //   window:       the attention the observed queries pay it (SnapKV / Ada-KV);
 //   output-aware: that attention times the norm of its value through the head's output
-//                 projection, ||W_o^h v||: how much the head's output moves with it (CriticalKV).
-enum class Scoring { kWindow, kOutputAware };
+//                 projection, ||W_o^h v||: how much the head's output moves with it (CriticalKV);
+//   reconstruct:  the most attention it receives from one query of the context repeated after
+//                 it (KVzip): the prompt is followed by "repeat the context" and the context,
+//                 whose queries are observed and then rolled back. A recording prefill only
+//                 (adakv eval), which feeds the repeated context.
+enum class Scoring { kWindow, kOutputAware, kReconstruct };
 
 // Look-ahead steps are decode steps with the full cache: a few dozen pay for themselves, more
 // cost more than the prefill they serve.
@@ -85,7 +89,8 @@ struct CompressionConfig {
   // queries read a little.
   BudgetScores budget_scores = BudgetScores::kSum;
   // What the scores measure; the allocators (Ada-KV's, SnapKV's) read whichever is chosen.
-  // output-aware needs the values of the scored keys, so it does not combine with look-ahead.
+  // output-aware needs the values of the scored keys, and reconstruct observes queries after
+  // the prompt itself, so neither combines with look-ahead.
   Scoring scoring = Scoring::kWindow;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;

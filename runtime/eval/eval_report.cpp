@@ -139,6 +139,7 @@ EvalResult from_json(const json& j) {
       run.kv_kept = get<double>(o, "kv_kept", where);
       run.decode_s = get<double>(o, "decode_s", where);
       if (o.contains("prefill_s")) run.prefill_s = get<double>(o, "prefill_s", where);
+      if (o.contains("reconstruct_s")) run.reconstruct_s = get<double>(o, "reconstruct_s", where);
       // Absent from results written before it was measured; null when not measured.
       if (o.contains("answer_nll") && o["answer_nll"].is_number()) {
         run.answer_nll = o["answer_nll"].get<double>();

@@ -406,6 +406,7 @@ nlohmann::json to_json(const EvalResult& r) {
                       {"budgets_agree_across_ranks", o.budgets_agree_across_ranks},
                       {"decode_s", o.decode_s},
                       {"prefill_s", o.prefill_s},
+                      {"reconstruct_s", o.reconstruct_s},
                       {"answer_nll", num(o.answer_nll)}});
     }
     records.push_back({{"length", spec.lengths[rec.length_index]},

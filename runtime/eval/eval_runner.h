@@ -81,6 +81,8 @@ struct TrialRecord {
     double decode_s = 0;
     // The recording prefill that served this run (its scoring included); 0 where not recorded.
     double prefill_s = 0;
+    // Of prefill_s, the reconstruction's forward and scoring (scoring reconstruct), else 0.
+    double reconstruct_s = 0;
     // -log p (nats) of a right answer, teacher-forced: the whole sentence (Sample::reference)
     // after the prompt in this run's cache. A graded measure next to right / wrong. NaN when
     // not measured (results written before it existed).

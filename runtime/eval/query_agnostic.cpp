@@ -20,6 +20,10 @@ double seconds_since(Clock::time_point t0) {
 // before the first question word, so the context holds no part of any question.
 constexpr const char* kProbe = "Thanks.";
 
+// What follows the context when a run scores by reconstruction (KVzip's repeat prompt): its
+// queries, reading the context back, score each of its tokens.
+constexpr const char* kRepeat = "\n\nRepeat the previous context exactly.\n\n";
+
 // Run indices grouped by scoring: the runs of a group share one recording prefill.
 std::vector<std::vector<size_t>> scoring_groups(const std::vector<PolicyRun>& runs) {
   std::vector<std::vector<size_t>> groups;
@@ -58,9 +62,20 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
   if (spec.runs.empty() || spec.runs.front().config.policy != compression::Policy::kFull) {
     throw std::invalid_argument("the first run must be the full cache (the reference)");
   }
-  // A question takes about 20 tokens with its chat turn; answer_questions checks exactly.
+  // A question takes about 20 tokens with its chat turn; answer_questions checks exactly. A
+  // reconstruction repeats the document after it.
   const size_t context = engine.model().config().context_length;
+  bool reconstructs = false;
+  for (const auto& run : spec.runs) {
+    reconstructs |= run.config.scoring == compression::Scoring::kReconstruct;
+  }
   for (size_t len : spec.lengths) {
+    if (reconstructs && 2 * len + 16 > context) {
+      throw std::invalid_argument("length " + std::to_string(len) +
+                                  ": a document and its reconstruction do not fit the model's "
+                                  "context of " +
+                                  std::to_string(context) + " (reconstruct needs both)");
+    }
     if (len + 32 + spec.max_tokens > context) {
       throw std::invalid_argument(
           "length " + std::to_string(len) + ", a question and " + std::to_string(spec.max_tokens) +
@@ -113,7 +128,12 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
       for (const auto& group : groups) {
         std::vector<compression::CompressionConfig> configs;
         for (size_t i : group) configs.push_back(spec.runs[i].config);
-        const auto outs = runtime::answer_questions(engine, req, questions, configs);
+        std::vector<int32_t> reconstruction;
+        if (configs.front().scoring == compression::Scoring::kReconstruct) {
+          reconstruction = engine.encode_prompt(kRepeat + s.document, /*chat=*/false);
+        }
+        const auto outs =
+            runtime::answer_questions(engine, req, questions, configs, reconstruction);
         prefill_s += outs.front().front().prefill_s;
         for (size_t p = 0; p < group.size(); ++p) {
           for (size_t k = 0; k < keys; ++k) {
@@ -129,6 +149,9 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
             run.budgets_agree_across_ranks = o.budgets_agree_across_ranks;
             run.decode_s = o.decode_s;
             run.prefill_s = o.prefill_s;
+            run.reconstruct_s = configs.front().scoring == compression::Scoring::kReconstruct
+                                    ? o.compression.lookahead_s
+                                    : 0;
           }
         }
       }

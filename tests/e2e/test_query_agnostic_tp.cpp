@@ -1,9 +1,9 @@
 // Every scorer gives the same budgets at TP 1 and TP 3 (the default model's 3 KV heads, one per
 // rank): `adakv generate` with the window and the output-aware scorer under Ada-KV's and SnapKV's
 // allocation as mpirun jobs, and `adakv eval passkey-multi` (the query-agnostic path: context
-// scored alone, questions on forks) with both scorers, whose budget fingerprints and answers
-// must match one rank's. Float32 KV and decode dots, as the other TP tests, so that the answers
-// compare exactly.
+// scored alone, questions on forks) with all three scorers (reconstruct runs there only), whose
+// budget fingerprints and answers must match one rank's. Float32 KV and decode dots, as the other
+// TP tests, so that the answers compare exactly.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -74,7 +74,8 @@ TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
     const auto out = work_dir() / ("multi-" + std::to_string(np));
     const auto r = adakv_mpi(np, "eval passkey-multi --model " + adakv::test::model_path() +
                                      " --lengths 600 --keys 2 --trials 1 --budgets 0.2"
-                                     " --policies snapkv,adakv,adakv:output-aware --threads 1"
+                                     " --policies snapkv,adakv,adakv:output-aware,"
+                                     "adakv:reconstruct,snapkv:reconstruct --threads 1"
                                      " --out " +
                                      out.string() + kExactNumerics);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -85,9 +86,9 @@ TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
   for (size_t k = 0; k < 2; ++k) {
     const json& one = records[0][k]["runs"];
     const json& three = records[1][k]["runs"];
-    ASSERT_EQ(one.size(), 4u);
-    ASSERT_EQ(three.size(), 4u);
-    for (size_t p = 0; p < 4; ++p) {
+    ASSERT_EQ(one.size(), 6u);
+    ASSERT_EQ(three.size(), 6u);
+    for (size_t p = 0; p < 6; ++p) {
       SCOPED_TRACE("key " + std::to_string(k) + " run " + std::to_string(p));
       EXPECT_EQ(three[p]["budgets_fingerprint"], one[p]["budgets_fingerprint"]);
       EXPECT_TRUE(three[p]["budgets_agree_across_ranks"].get<bool>());

@@ -102,10 +102,15 @@ TEST(OutputAware, ConfigNamesAndLookaheadConflict) {
   EXPECT_EQ(c::parse_scoring("output-aware"), c::Scoring::kOutputAware);
   EXPECT_EQ(c::parse_scoring("Window"), c::Scoring::kWindow);
   EXPECT_STREQ(c::to_string(c::Scoring::kOutputAware), "output-aware");
+  EXPECT_EQ(c::parse_scoring("reconstruct"), c::Scoring::kReconstruct);
   EXPECT_THROW(c::parse_scoring("kvzip"), std::invalid_argument);
   c::CompressionConfig a, b;
   b.scoring = c::Scoring::kOutputAware;
   EXPECT_FALSE(a.same_scoring(b));
   b.lookahead = 8;
   EXPECT_THROW(b.validate(), std::invalid_argument);
+  b.scoring = c::Scoring::kReconstruct;
+  EXPECT_THROW(b.validate(), std::invalid_argument);
+  b.lookahead = 0;
+  EXPECT_NO_THROW(b.validate());
 }
