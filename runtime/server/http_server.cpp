@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -137,7 +138,7 @@ class Session : public std::enable_shared_from_this<Session> {
           const double idle =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - self->last_chunk_at_)
                   .count();
-          if (idle < every) return self->arm_keep_alive(exchange, every - idle);
+          if (idle < every) return self->arm_keep_alive(exchange, std::max(every - idle, 0.001));
           self->send(exchange, self->stream_keep_alive_.bytes);
           self->arm_keep_alive(exchange, every);
         });
