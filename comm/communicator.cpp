@@ -89,6 +89,20 @@ void Communicator::recv(void* data, size_t bytes, int peer) {
   if (bytes > 0) do_recv(data, bytes, peer);
 }
 
+void Communicator::post(const void* data, size_t bytes, int peer) {
+  Timer t(stats_.send_s);
+  if (bytes > 0) do_post(data, bytes, peer);
+}
+
+void Communicator::flush_posts() {
+  Timer t(stats_.send_s);
+  do_flush_posts();
+}
+
+void Communicator::recv_patiently(void* data, size_t bytes, int peer) {
+  if (bytes > 0) do_recv_patiently(data, bytes, peer);
+}
+
 void Communicator::do_send(const void*, size_t, int) {
   throw std::logic_error(std::string("the ") + backend() + " communicator has no point to point");
 }

@@ -60,6 +60,15 @@ class Communicator {
   // std::logic_error.
   void send(const void* data, size_t bytes, int peer);
   void recv(void* data, size_t bytes, int peer);
+  // send() that never waits for the peer (a pipeline stage, or the root of the control plane,
+  // running ahead of the ranks that receive): the bytes are copied and go out in order with
+  // this rank's other messages to `peer`. Copies are freed as their sends complete; every
+  // post has completed when flush_posts() returns (and before the communicator is freed).
+  void post(const void* data, size_t bytes, int peer);
+  void flush_posts();
+  // recv() for a rank that may wait long (a follower idle between commands): it waits without
+  // spinning a core.
+  void recv_patiently(void* data, size_t bytes, int peer);
   // A new communicator over the same ranks whose messages never match this one's (collective:
   // every rank calls it together). Throws std::logic_error where the transport has none.
   virtual std::unique_ptr<Communicator> duplicate() const;
@@ -79,6 +88,10 @@ class Communicator {
   virtual void do_all_gather_bytes(const void* in, size_t bytes, void* out);
   virtual void do_send(const void* data, size_t bytes, int peer);
   virtual void do_recv(void* data, size_t bytes, int peer);
+  // Default: a blocking send (a transport whose sends return before the peer receives).
+  virtual void do_post(const void* data, size_t bytes, int peer) { do_send(data, bytes, peer); }
+  virtual void do_flush_posts() {}
+  virtual void do_recv_patiently(void* data, size_t bytes, int peer) { do_recv(data, bytes, peer); }
 
  private:
   CommStats stats_;

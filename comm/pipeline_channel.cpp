@@ -26,12 +26,12 @@ void PipelineChannel::send_next(const float* data, size_t n) {
       pipe_->send(data, bytes, next);
       return;
     case DeviceGroup::Path::kHost:
-      backend_->run_on_host([&] { pipe_->send(data, bytes, next); });
+      backend_->run_on_host([&] { pipe_->post(data, bytes, next); });
       return;
     case DeviceGroup::Path::kStaged:
       staged_.resize(n);
       backend_->download(staged_.data(), data, bytes);
-      pipe_->send(staged_.data(), bytes, next);
+      pipe_->post(staged_.data(), bytes, next);
       return;
   }
 }

@@ -32,7 +32,10 @@ class PipelineChannel {
   DeviceGroup::Path path() const { return path_; }
 
   // data[0..n) (backend memory) to the next stage; the previous stage's into data[0..n).
-  // Both sides must agree on n (they follow the same step plan).
+  // Both sides must agree on n (they follow the same step plan). The send does not wait for
+  // the next stage to receive (it may still be busy with an earlier step): over a host
+  // communicator the bytes are posted (Communicator::post), over NCCL they are in the stream's
+  // order.
   void send_next(const float* data, size_t n);
   void recv_prev(float* data, size_t n);
   const CommStats& stats() const { return pipe_->stats(); }

@@ -16,7 +16,8 @@ double now_s() {
 Engine::Engine(Worker& engine, const ServingConfig& config)
     : engine_(engine),
       scheduler_(config, engine.model().config(), engine.tp_size(), engine.model().shard().lm_head,
-                 size_t(engine.world().pp_size)) {
+                 size_t(engine.world().pp_size)),
+      depth_(size_t(std::max(engine.world().pp_size, 1))) {
   engine_.configure_steps(config);
 }
 
@@ -197,16 +198,49 @@ void Engine::prompt_logprobs(Active& a, const StepEntry& e, const float* rows) {
 
 void Engine::step() {
   if (!has_work()) return;
-  std::vector<EntryKind> kinds;
-  const StepPlan plan = scheduler_.schedule(kinds);
-  const double t0 = now_s();
-  StepResult result = engine_.execute_step(plan);
+  // The first plan goes out even when it has nothing to run (the loop still counts a step);
+  // later ones only with work, and only while a stage would otherwise idle.
+  if (in_flight_.empty()) {
+    launch();
+  }
+  while (in_flight_.size() < depth_ && scheduler_.has_work() && launch()) {
+  }
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  land(f);
+}
+
+bool Engine::launch() {
+  InFlight f;
+  f.plan = scheduler_.schedule(f.kinds);
+  if (f.plan.empty() && !in_flight_.empty()) return false;
+  f.launched_at = now_s();
+  engine_.launch_step(f.plan);
+  const bool forward = !f.plan.entries.empty();
+  in_flight_.push_back(std::move(f));
+  return forward;
+}
+
+void Engine::land(InFlight& f) {
+  const StepPlan& plan = f.plan;
+  const std::vector<EntryKind>& kinds = f.kinds;
+  const double waits_from = now_s();
+  StepResult result = engine_.finish_step();
+  scheduler_.landed(plan);
   const std::vector<float>& sampled = result.logits;
+  const double landed_at = now_s();
+  // The time this plan alone accounts for: since it launched or the last plan landed,
+  // whichever is later (plans in flight together overlap).
+  const double own_s = landed_at - std::max(f.launched_at, last_landed_at_);
+  stats_.wait_s += landed_at - waits_from;
+  stats_.busy_s += own_s;
   if (!plan.entries.empty() && std::all_of(kinds.begin(), kinds.end(),
                                            [](EntryKind k) { return k == EntryKind::kDecode; })) {
-    stats_.decode_only_s += now_s() - t0;
+    stats_.decode_only_s += own_s;
+    stats_.decode_only_wait_s += landed_at - waits_from;
     stats_.decode_only_tokens += plan.entries.size();
   }
+  last_landed_at_ = landed_at;
   ++stats_.steps;
   stats_.preemptions = scheduler_.stats().preemptions;
   stats_.peak_running = std::max(stats_.peak_running, scheduler_.num_running());

@@ -5,9 +5,14 @@
 // forward), then this class samples each sequence's next token with its own sampler, streams
 // its text, applies its stop conditions and ends it (stop, length or abort). A finished
 // sequence's KV report (budgets, bytes, every rank's) arrives one step later, with its result.
+//
+// Under pipeline stages a step launches plans until one per stage is in flight (or nothing
+// more can run before a result comes back), then lands the oldest: while the last stage runs
+// one plan, the first already runs the next.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,6 +48,12 @@ struct LoopStats {
   // speed, free of prefill).
   double decode_only_s = 0;
   size_t decode_only_tokens = 0;
+  // Of decode_only_s: the time rank 0 waited for a plan's results from the last pipeline stage
+  // (its stage idle; 0 without stages).
+  double decode_only_wait_s = 0;
+  // Every step: the same wait, and the wall time the steps took (plans in flight together
+  // counted once).
+  double wait_s = 0, busy_s = 0;
 };
 
 class Engine {
@@ -64,7 +75,7 @@ class Engine {
   void check(const Request& request) const;
   // Ends a request (finish_reason "abort"); its blocks go back at the next step.
   void abort(uint64_t id);
-  bool has_work() const { return scheduler_.has_work(); }
+  bool has_work() const { return scheduler_.has_work() || !in_flight_.empty(); }
   // One step of the loop (no-op without work).
   void step();
   // Steps until every request has ended.
@@ -108,11 +119,25 @@ class Engine {
   // entry `e` predict; when the last arrives, hands them to on_prompt_logprobs.
   void prompt_logprobs(Active& a, const StepEntry& e, const float* rows);
 
+  // A plan launched on the workers and not landed yet.
+  struct InFlight {
+    StepPlan plan;
+    std::vector<EntryKind> kinds;
+    double launched_at = 0;
+  };
+  // Schedules and launches the next plan; false when there is nothing to launch.
+  bool launch();
+  // The oldest plan's results: reports, compressions, sampling.
+  void land(InFlight& f);
+
   Worker& engine_;
   Scheduler scheduler_;
   std::map<uint64_t, Active> active_;
   uint64_t next_id_ = 1;
   LoopStats stats_;
+  size_t depth_;  // plans in flight at most: one per pipeline stage
+  std::deque<InFlight> in_flight_;
+  double last_landed_at_ = 0;
 };
 
 // Root only: one request through an engine of its own, on a pool sized for it (its prompt in

@@ -18,7 +18,10 @@ size_t ceil_div(size_t a, size_t b) {
 
 Scheduler::Scheduler(const ServingConfig& config, const model::ModelConfig& model, size_t tp_size,
                      model::LmHeadMode lm_head, size_t pp_size)
-    : config_(config), n_layers_(model.n_layers), n_kv_heads_(model.n_kv_heads) {
+    : config_(config),
+      n_layers_(model.n_layers),
+      n_kv_heads_(model.n_kv_heads),
+      depth_(std::max<size_t>(pp_size, 1)) {
   config_.validate();
   // Ranks in the job's order (comm/parallel_layout.h): TP fastest, then the stage.
   for (size_t stage = 0; stage < pp_size; ++stage) {
@@ -334,7 +337,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   // Look-ahead over: compress before this step's forward (decodes resume next step, once the
   // kept counts are known).
   for (const auto& s : resident_) {
-    if (s->phase == SeqPhase::kLookahead &&
+    if (s->phase == SeqPhase::kLookahead && s->in_flight == 0 &&
         (s->lookahead_done == s->lookahead ||
          std::binary_search(s->stop_ids.begin(), s->stop_ids.end(), s->lookahead_next))) {
       plan.end_lookahead.push_back(s->id);
@@ -355,19 +358,29 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   // Samples whose source was compressed in the last step fork from it before this forward.
   fork_samples(plan, used);
 
-  // 1. One token for every sequence that decodes, oldest first; preempt the newest on shortage.
+  // 1. One token for every sequence that decodes, oldest first, up to this plan's share of
+  // them; preempt the newest on shortage.
+  size_t decoding = 0;
+  for (const auto& s : resident_) {
+    decoding +=
+        s->phase == SeqPhase::kLookahead || (s->phase == SeqPhase::kRunning && !s->kept.empty());
+  }
+  const size_t share = ceil_div(decoding, depth_);
   std::vector<size_t> extra(P, 0), g(P);
   bool preempted = false;
-  for (size_t i = 0; i < resident_.size(); ++i) {
+  size_t decodes_planned = 0;
+  for (size_t i = 0; i < resident_.size() && decodes_planned < share; ++i) {
     ScheduledSeq& s = *resident_[i];
     const bool lookahead = s.phase == SeqPhase::kLookahead;
     const bool decodes =
         s.phase == SeqPhase::kRunning && !s.kept.empty() && s.appended < s.output.size();
-    if (!lookahead && !decodes) continue;
+    if ((!lookahead && !decodes) || s.in_flight > 0) continue;
     for (size_t r = 0; r < P; ++r) g[r] = extra[r] + growth(r, s);
     bool gone = false;
     while (!fits(g)) {
-      ScheduledSeq& victim = *resident_.back();
+      // The newest sequence not in flight (s itself at worst).
+      ScheduledSeq& victim = **std::find_if(resident_.rbegin(), resident_.rend(),
+                                            [](const auto& p) { return p->in_flight == 0; });
       gone = &victim == &s;
       for (size_t r = 0; r < P; ++r) used[r] -= freed_by(r, victim);
       preempt(victim, plan);
@@ -376,6 +389,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     }
     if (gone) break;
     extra = g;
+    ++decodes_planned;
     StepEntry e{s.id, {}, true};
     if (lookahead) {
       e.tokens = {s.lookahead_next};
@@ -440,7 +454,11 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     return s->phase == SeqPhase::kPrefilling && layered(*s);
   });
   for (const auto& s : resident_) {
-    if (s->phase == SeqPhase::kPrefilling && !schedule_chunk(*s)) break;
+    if (s->phase != SeqPhase::kPrefilling) continue;
+    // A prompt's next layers need the residual its layers in flight leave; its logprobs are
+    // taken chunk by chunk, in order.
+    if (s->in_flight > 0 && (layered(*s) || s->prompt_logits)) continue;
+    if (!schedule_chunk(*s)) break;
   }
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
@@ -471,7 +489,20 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     plan.entries.push_back(std::move(*layered_entry));
     kinds.push_back(layered_kind);
   }
+  for (const auto& s : resident_) {
+    const bool in_plan = std::any_of(plan.entries.begin(), plan.entries.end(),
+                                     [&](const StepEntry& e) { return e.id == s->id; });
+    s->in_flight += in_plan;
+  }
   return plan;
+}
+
+void Scheduler::landed(const StepPlan& plan) {
+  for (const auto& s : resident_) {
+    const bool in_plan = std::any_of(plan.entries.begin(), plan.entries.end(),
+                                     [&](const StepEntry& e) { return e.id == s->id; });
+    if (in_plan && s->in_flight > 0) --s->in_flight;
+  }
 }
 
 }  // namespace adakv::runtime

@@ -21,6 +21,11 @@
 // again (the same chunks, so the same scores and budgets), compresses it, and replays the tokens it
 // had generated one step each, so its output continues as if nothing happened.
 //
+// Under pipeline stages several plans are in flight at once, one per stage, so that every stage
+// works (vLLM's virtual engines): each plan takes the sequences that do not wait for the result
+// of a plan in flight (a prompt's next chunk of tokens does not) and at most its share of the
+// decoding ones, and the engine reports each plan's landing (landed()).
+//
 // The samples of one request (n > 1) share its prompt: one sequence prefills and compresses it;
 // each other sample waits aside (not in the queue) with the first token the engine drew for it
 // from the same prefill's logits, and once the prompt is compressed it forks from that
@@ -91,6 +96,9 @@ struct ScheduledSeq {
   uint64_t sample_of = 0;
   // The compressed prompt blocks it references with the other samples (null: its own only).
   std::shared_ptr<SharedPrompt> shared;
+  // Plans in flight with an entry of it (pipeline stages: Scheduler::landed). Until they land
+  // it gets no entry that needs their results, and it is not preempted.
+  size_t in_flight = 0;
 };
 
 // What one planned entry does for its sequence (the engine processes the logits by it).
@@ -119,6 +127,8 @@ class Scheduler {
   // The next step's plan; kinds[i] says what plan.entries[i] is. Sequences marked finished or
   // aborted since the last call are released (and reported first when report_finished).
   StepPlan schedule(std::vector<EntryKind>& kinds);
+  // `plan`'s results are in (its sequences may be planned again on them).
+  void landed(const StepPlan& plan);
   // After the step ran: a sequence compressed in it takes its kept token counts (rank 0's
   // cache: model_kept_tokens()).
   void set_kept(ScheduledSeq& seq, const std::vector<std::vector<size_t>>& kept);
@@ -182,7 +192,8 @@ class Scheduler {
 
   ServingConfig config_;
   size_t n_layers_, n_kv_heads_;
-  std::vector<std::vector<size_t>> rank_heads_;         // [rank] -> model KV heads it holds
+  size_t depth_;                                 // plans in flight at once: one per pipeline stage
+  std::vector<std::vector<size_t>> rank_heads_;  // [rank] -> model KV heads it holds
   std::vector<std::pair<size_t, size_t>> rank_layers_;  // [rank] -> its stage's layers [first, end)
   std::deque<std::shared_ptr<ScheduledSeq>> waiting_;
   std::vector<std::shared_ptr<ScheduledSeq>> samples_;   // waiting to fork (add_sample)

@@ -153,6 +153,7 @@ void Worker::shutdown() {
   if (!is_root() || shut_down_ || job_size() == 1) return;
   shut_down_ = true;
   control_.broadcast(encode_command(EngineCommand{}));
+  control_.flush();
 }
 
 void Worker::reset_stats() {
@@ -204,23 +205,26 @@ auto Worker::drive(const EngineCommand& command, Body&& body) const -> decltype(
   }
 }
 
-std::vector<float> Worker::host_logits(const model::Logits& logits) const {
+std::vector<float> Worker::host_logits(const model::Logits& logits, bool receive) const {
   if (!pipeline_) return is_root() ? model_.logits_to_host(logits) : std::vector<float>{};
-  // Pipeline stages: the last stage's tensor-parallel rank 0 holds the whole rows; it sends
-  // their count, then the rows, to rank 0 (stage 0 of the same pipeline).
-  std::vector<float> host;
+  // Pipeline stages: the last stage's tensor-parallel rank 0 holds the whole rows; it posts
+  // their count, then the rows, to rank 0 (stage 0 of the same pipeline), and goes on with the
+  // next step without waiting for rank 0 to take them.
   if (world_.is_last_stage() && world_.tp_rank == 0) {
-    host = model_.logits_to_host(logits);
+    const std::vector<float> host = model_.logits_to_host(logits);
     const uint64_t count = host.size();
-    pipe_host_->send(&count, sizeof count, 0);
-    pipe_host_->send(host.data(), count * sizeof(float), 0);
+    pipe_host_->post(&count, sizeof count, 0);
+    pipe_host_->post(host.data(), count * sizeof(float), 0);
     return {};
   }
-  if (!is_root()) return host;
+  return is_root() && receive ? last_stage_logits() : std::vector<float>{};
+}
+
+std::vector<float> Worker::last_stage_logits() const {
   uint64_t count = 0;
   const int last = world_.pp_size - 1;
   pipe_host_->recv(&count, sizeof count, last);
-  host.resize(count);
+  std::vector<float> host(count);
   pipe_host_->recv(host.data(), count * sizeof(float), last);
   return host;
 }
@@ -234,6 +238,9 @@ void Worker::configure_steps(const ServingConfig& config) {
 }
 
 void Worker::run_configure_steps(const ServingConfig& config) {
+  if (!launched_.empty()) {
+    throw std::logic_error("configure_steps() while steps launched are not finished");
+  }
   step_seqs_.clear();
   step_pool_.reset();
   const kernels::KvBlockLayout layout{config.block_tokens, model_.local_config().head_dim,
@@ -242,14 +249,37 @@ void Worker::run_configure_steps(const ServingConfig& config) {
 }
 
 StepResult Worker::execute_step(const StepPlan& plan) {
-  if (!is_root()) throw std::logic_error("execute_step() runs on rank 0");
-  if (!step_pool_) throw std::logic_error("execute_step() before configure_steps()");
-  EngineCommand command = make_command(EngineOp::kStep);
-  command.plan = plan;
-  return drive(command, [&] { return run_step(plan); });
+  launch_step(plan);
+  return finish_step();
 }
 
-StepResult Worker::run_step(const StepPlan& plan) {
+void Worker::launch_step(const StepPlan& plan) {
+  if (!is_root()) throw std::logic_error("launch_step() runs on rank 0");
+  if (!step_pool_) throw std::logic_error("launch_step() before configure_steps()");
+  EngineCommand command = make_command(EngineOp::kStep);
+  command.plan = plan;
+  drive(command, [&] {
+    LaunchedStep step;
+    step.result = run_step(plan, &step.logits_pending);
+    launched_.push_back(std::move(step));
+  });
+}
+
+StepResult Worker::finish_step() {
+  if (launched_.empty()) throw std::logic_error("finish_step() without a step launched");
+  LaunchedStep step = std::move(launched_.front());
+  launched_.pop_front();
+  if (step.logits_pending) {
+    try {
+      step.result.logits = last_stage_logits();
+    } catch (const std::exception& e) {
+      fail_job(e);
+    }
+  }
+  return std::move(step.result);
+}
+
+StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
   StepResult result;
   auto seq = [&](uint64_t id) -> StepSequence& {
     const auto it = step_seqs_.find(id);
@@ -352,7 +382,9 @@ StepResult Worker::run_step(const StepPlan& plan) {
     tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
   }
   PagedBatch batch(*step_pool_, model_.local_config(), std::move(entries));
-  result.logits = host_logits(model_.forward_ragged(tokens.data(), batch));
+  const bool defer = logits_pending && pipeline_ && is_root();
+  result.logits = host_logits(model_.forward_ragged(tokens.data(), batch), !defer);
+  if (defer) *logits_pending = true;
   // Scope global on pipeline stages: every stage has scored its layers now.
   for (const auto& e : plan.entries) seq(e.id).cache->finish_step();
   for (const auto& e : plan.entries) {

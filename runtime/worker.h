@@ -15,6 +15,7 @@
 // of a command ends every rank of the job (the ranks could no longer agree on what comes next).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -159,6 +160,15 @@ class Worker {
   void configure_steps(const ServingConfig& config);
   // Root: every rank executes `plan` (see StepPlan); the result comes back on rank 0.
   StepResult execute_step(const StepPlan& plan);
+  // Root: execute_step() in two halves, so that several plans are in flight at once under
+  // pipeline stages. launch_step() sends `plan` to every rank and runs rank 0's share of it
+  // (the first stage's layers) without waiting for the last stage's logits; finish_step()
+  // returns the result of the oldest step launched and not yet finished, once its logits have
+  // come back. Without stages launch_step() runs the whole step. Every launched step is
+  // finished, in launch order, before the next configure_steps().
+  void launch_step(const StepPlan& plan);
+  StepResult finish_step();
+  size_t steps_in_flight() const { return launched_.size(); }
   // Rank 0's pool of the serving loop.
   const BlockPool* step_pool() const { return step_pool_.get(); }
   // Largest prompt plus generation one request may ask for (the model's context).
@@ -192,10 +202,15 @@ class Worker {
   auto drive(const struct EngineCommand& command, Body&& body) const -> decltype(body());
   [[noreturn]] void fail_job(const std::exception& e) const;
 
-  // Every rank's share of a step (reports are collective); the result is rank 0's.
-  StepResult run_step(const StepPlan& plan);
-  // Rank 0: `logits` in host memory; empty elsewhere.
-  std::vector<float> host_logits(const model::Logits& logits) const;
+  // Every rank's share of a step (reports are collective); the result is rank 0's. With
+  // `logits_pending` (rank 0 under pipeline stages), the last stage's logits are left to
+  // receive (last_stage_logits) and *logits_pending says whether any come.
+  StepResult run_step(const StepPlan& plan, bool* logits_pending = nullptr);
+  // Rank 0: `logits` in host memory; empty elsewhere. Under pipeline stages the last stage
+  // posts its rows to rank 0, which receives them here unless `receive` is false.
+  std::vector<float> host_logits(const model::Logits& logits, bool receive = true) const;
+  // Rank 0 under pipeline stages: the rows the last stage posted for the oldest step.
+  std::vector<float> last_stage_logits() const;
   void run_configure_steps(const ServingConfig& config);
 
   // A serving sequence's cache, and what it held right after compression (for its report).
@@ -229,6 +244,12 @@ class Worker {
   bool shut_down_ = false;
   std::unique_ptr<BlockPool> step_pool_;
   std::map<uint64_t, StepSequence> step_seqs_;
+  // Rank 0: the steps launched and not finished, oldest first.
+  struct LaunchedStep {
+    StepResult result;
+    bool logits_pending = false;
+  };
+  std::deque<LaunchedStep> launched_;
 };
 
 }  // namespace adakv::runtime

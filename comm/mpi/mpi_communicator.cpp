@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
+#include <list>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -30,7 +32,13 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    try {
+      do_flush_posts();
+    } catch (const CommError&) {
+      // A peer that is gone cannot take them; the job is ending anyway.
+    }
+    MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -86,24 +94,48 @@ class MpiCommunicator final : public Communicator {
   }
 
   // MPI_Bcast busy-polls while it waits; a follower idle between requests would spin a core.
-  // A nonblocking broadcast, tested with a growing sleep (at most 0.5 ms) once the first
-  // microseconds passed without it, waits almost for free and answers a busy root at once.
+  // A nonblocking broadcast, waited for patiently (wait_patiently), costs almost nothing and
+  // answers a busy root at once.
   void do_broadcast_patiently(void* data, size_t bytes, int root) override {
     auto* base = static_cast<char*>(data);
     for (size_t offset = 0; offset < bytes; offset += max_count_) {
       MPI_Request request;
       check(MPI_Ibcast(base + offset, chunk(bytes - offset), MPI_BYTE, root, comm_, &request),
             "MPI_Ibcast");
-      const auto start = std::chrono::steady_clock::now();
-      auto nap = std::chrono::microseconds(20);
-      for (int done = 0;;) {
-        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-        if (done) break;
-        if (std::chrono::steady_clock::now() - start < std::chrono::microseconds(200)) continue;
-        std::this_thread::sleep_for(nap);
-        nap = std::min(nap * 2, std::chrono::microseconds(500));
-      }
+      wait_patiently(request, "MPI_Ibcast");
     }
+  }
+
+  void do_recv_patiently(void* data, size_t bytes, int peer) override {
+    auto* base = static_cast<char*>(data);
+    for (size_t offset = 0; offset < bytes; offset += max_count_) {
+      MPI_Request request;
+      check(MPI_Irecv(base + offset, chunk(bytes - offset), MPI_BYTE, peer, kTag, comm_, &request),
+            "MPI_Irecv");
+      wait_patiently(request, "MPI_Irecv");
+    }
+  }
+
+  void do_post(const void* data, size_t bytes, int peer) override {
+    reap_posts();
+    Posted& p = posted_.emplace_back();
+    p.bytes.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+    for (size_t offset = 0; offset < bytes; offset += max_count_) {
+      MPI_Request request;
+      check(MPI_Isend(p.bytes.data() + offset, chunk(bytes - offset), MPI_BYTE, peer, kTag, comm_,
+                      &request),
+            "MPI_Isend");
+      p.requests.push_back(request);
+    }
+  }
+
+  void do_flush_posts() override {
+    for (Posted& p : posted_) {
+      check(
+          MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(), MPI_STATUSES_IGNORE),
+          "MPI_Waitall");
+    }
+    posted_.clear();
   }
 
   void do_barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
@@ -160,6 +192,31 @@ class MpiCommunicator final : public Communicator {
 
  private:
   int chunk(size_t left) const { return static_cast<int>(std::min(left, max_count_)); }
+
+  // Tests `request` in a loop for the first microseconds, then between naps that grow to at
+  // most 0.5 ms: a rank that waits long does not spin a core.
+  void wait_patiently(MPI_Request& request, const char* call) const {
+    const auto start = std::chrono::steady_clock::now();
+    auto nap = std::chrono::microseconds(20);
+    for (int done = 0;;) {
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+      if (done) return;
+      if (std::chrono::steady_clock::now() - start < std::chrono::microseconds(200)) continue;
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(500));
+    }
+  }
+
+  // Frees the copies of the posts whose sends have completed.
+  void reap_posts() {
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(it->requests.size()), it->requests.data(), &done,
+                        MPI_STATUSES_IGNORE),
+            "MPI_Testall");
+      it = done ? posted_.erase(it) : std::next(it);
+    }
+  }
 
   void check(int code, const char* call) const { detail::check_mpi(code, call, rank_, size_); }
 
@@ -243,6 +300,12 @@ class MpiCommunicator final : public Communicator {
   // counts and displacements (received, sent).
   std::vector<float> scratch_;
   std::vector<int> counts_, displs_, seg_counts_, seg_displs_;
+  // Each post's copy of its bytes and the requests of its pieces, until they complete.
+  struct Posted {
+    std::vector<char> bytes;
+    std::vector<MPI_Request> requests;
+  };
+  std::list<Posted> posted_;
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 // checks chunking, admission, FCFS order, preemption and the per-rank block accounting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -71,9 +73,18 @@ struct Driver {
     s.output.push_back(int32_t(s.output.size()));
     if (s.output.size() >= s.max_new) sched.finish(s.id, true);
   }
-  void step() {
+  // The next plan, launched (its sequences are in flight until it lands).
+  size_t launch() {
     std::vector<EntryKind> k;
-    StepPlan plan = sched.schedule(k);
+    plans.push_back(sched.schedule(k));
+    kinds.push_back(std::move(k));
+    return plans.size() - 1;
+  }
+  // Plan p's results: compressions, then tokens where it asked for logits.
+  void land(size_t p) {
+    const StepPlan& plan = plans[p];
+    const std::vector<EntryKind>& k = kinds[p];
+    sched.landed(plan);
     for (size_t i = 0; i < plan.entries.size(); ++i) {
       ScheduledSeq& s = *seqs.at(plan.entries[i].id);
       if (k[i] == EntryKind::kLastPrefillChunk) {
@@ -92,8 +103,26 @@ struct Driver {
       }
       draw(s);
     }
-    plans.push_back(std::move(plan));
-    kinds.push_back(std::move(k));
+  }
+  void step() { land(launch()); }
+  // Plays the engine under pipeline stages: plans launch until `depth` are in flight (or one
+  // has nothing to run), then the oldest lands. check(p, in_flight) sees each plan p as it
+  // launches, beside the plans already in flight.
+  template <class Check>
+  void run_in_flight(size_t depth, Check&& check) {
+    std::deque<size_t> in_flight;
+    for (size_t guard = 0; guard < 10000; ++guard) {
+      while (in_flight.size() < depth && sched.has_work()) {
+        const size_t p = launch();
+        check(p, in_flight);
+        in_flight.push_back(p);
+        if (plans[p].entries.empty()) break;
+      }
+      if (in_flight.empty()) break;
+      land(in_flight.front());
+      in_flight.pop_front();
+    }
+    ASSERT_FALSE(sched.has_work()) << "the scheduler never finished";
   }
   void run(size_t max_steps = 10000) {
     for (size_t i = 0; i < max_steps && sched.has_work(); ++i) step();
@@ -458,6 +487,80 @@ TEST(Scheduler, AbortOfAWaitingSequenceNeedsNoRelease) {
   EXPECT_FALSE(sched.finish(2, true));
   EXPECT_EQ(sched.num_waiting(), 0u);
   d.run();
+}
+
+// Pipeline stages: two plans in flight at once (the engine lands the older before it launches a
+// third). A plan never holds a sequence that waits for another plan's result, the decoders split
+// evenly between the two, a long prompt's chunks go out back to back, and every sequence still
+// gets all its tokens in order.
+TEST(Scheduler, PipelineStagesKeepTwoEvenPlansInFlight) {
+  Scheduler sched(config(1000, 64), tiny_model(), 1, model::LmHeadMode::kReplicated, 2);
+  Driver d(sched);
+  for (uint64_t id = 1; id <= 4; ++id) d.add(sequence(id, 20, 12));
+  d.add(sequence(5, 300, 3));  // five chunks of 64 tokens
+  std::vector<size_t> decode_sizes;
+  d.run_in_flight(2, [&](size_t p, const std::deque<size_t>& in_flight) {
+    // No sequence of this plan waits in another plan in flight, unless for its next chunk.
+    for (size_t i = 0; i < d.plans[p].entries.size(); ++i) {
+      const uint64_t id = d.plans[p].entries[i].id;
+      for (size_t q : in_flight) {
+        for (size_t j = 0; j < d.plans[q].entries.size(); ++j) {
+          if (d.plans[q].entries[j].id != id) continue;
+          EXPECT_EQ(d.kinds[q][j], EntryKind::kPrefillChunk) << "plan " << p << " id " << id;
+        }
+      }
+    }
+    size_t decodes = 0;
+    for (EntryKind k : d.kinds[p]) decodes += k == EntryKind::kDecode;
+    if (decodes == d.plans[p].entries.size() && decodes > 0) decode_sizes.push_back(decodes);
+  });
+  for (const auto& [id, s] : d.seqs) {
+    ASSERT_EQ(s->output.size(), s->max_new) << "sequence " << id;
+    for (size_t i = 0; i < s->max_new; ++i) EXPECT_EQ(s->output[i], int32_t(i));
+  }
+  // At most five decoders, two plans: never more than three in one.
+  ASSERT_FALSE(decode_sizes.empty());
+  EXPECT_LE(*std::max_element(decode_sizes.begin(), decode_sizes.end()), 3u);
+  EXPECT_GE(*std::max_element(decode_sizes.begin(), decode_sizes.end()), 2u);
+  // The long prompt's first two chunks were in flight together: plans p and p + 1 both hold one.
+  size_t back_to_back = 0;
+  for (size_t p = 0; p + 1 < d.plans.size(); ++p) {
+    auto has5 = [&](size_t q) {
+      for (const auto& e : d.plans[q].entries) {
+        if (e.id == 5) return true;
+      }
+      return false;
+    };
+    back_to_back += has5(p) && has5(p + 1);
+  }
+  EXPECT_GE(back_to_back, 3u);
+  EXPECT_EQ(sched.used_blocks(0), 0u);
+}
+
+// A sequence in flight is never the one preempted: the newest one that is not goes instead.
+TEST(Scheduler, PreemptsNoSequenceInFlight) {
+  // As PreemptsTheNewestAndReplaysItsTokens, with two plans in flight; each stage's ranks hold
+  // one of the two layers, so each pool is half as large.
+  Scheduler sched(config(10, 512), tiny_model(), 1, model::LmHeadMode::kReplicated, 2);
+  Driver d(sched);
+  d.add(sequence(1, 24, 30));
+  d.add(sequence(2, 24, 30));
+  d.run_in_flight(2, [&](size_t p, const std::deque<size_t>& in_flight) {
+    for (uint64_t id : d.plans[p].release) {
+      for (size_t q : in_flight) {
+        for (const auto& e : d.plans[q].entries) {
+          EXPECT_NE(e.id, id) << "plan " << p << " preempts a sequence of plan " << q;
+        }
+      }
+    }
+  });
+  EXPECT_GE(sched.stats().preemptions, 1u);
+  for (const auto& [id, s] : d.seqs) {
+    ASSERT_EQ(s->output.size(), 30u) << "sequence " << id;
+    for (size_t i = 0; i < 30; ++i) EXPECT_EQ(s->output[i], int32_t(i));
+  }
+  EXPECT_EQ(sched.used_blocks(0), 0u);
+  EXPECT_EQ(sched.used_blocks(1), 0u);
 }
 
 }  // namespace
