@@ -1,8 +1,11 @@
 // adakv bench batch: what the serving loop makes of the memory Ada-KV frees, in one run.
 //  1. Batching: decode tokens/s of one sequence against N concurrent ones (decode-only steps,
 //     median of --repeats runs each).
+//     Then the prefill of one long prompt in chunks. Under pipeline stages, also the share of
+//     the time the first stage waited for the last one's results (its idle time: the bubble).
 //  2. A fixed KV pool, long prompts, several policies side by side: sequences in flight (peak
 //     and mean), output tokens/s, time to first token, preemptions, each against the full cache.
+//     (--batching-only: part 1 alone.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,6 +38,7 @@ struct BenchBatchOptions {
   size_t concurrency_prompt = 512;
   size_t concurrency_tokens = 64;
   size_t repeats = 3;
+  bool batching_only = false;
   size_t prefill_chunk = 512;
   size_t max_num_batched_tokens = 2048;
   int threads = 0;
@@ -138,18 +142,42 @@ int run_bench_batch(const BenchBatchOptions& o) {
     auto decode_tps = [](const LoopRun& run) {
       return run.stats.decode_only_tokens / std::max(run.stats.decode_only_s, 1e-9);
     };
-    std::vector<double> ones, batches;
+    std::vector<double> ones, batches, waits;
     for (size_t rep = 0; rep < o.repeats; ++rep) {
       ones.push_back(decode_tps(run_requests(engine, c, {many.front()})));
-      batches.push_back(decode_tps(run_requests(engine, c, many)));
+      const auto batch = run_requests(engine, c, many);
+      batches.push_back(decode_tps(batch));
+      waits.push_back(batch.stats.decode_only_wait_s / std::max(batch.stats.decode_only_s, 1e-9));
     }
     const double tps1 = percentile(ones, 0.5), tpsn = percentile(batches, 0.5);
     std::printf("batched decode (%zu-token prompts, %zu tokens each, full cache, median of %zu):\n",
                 o.concurrency_prompt, o.concurrency_tokens, ones.size());
     std::printf("  1 sequence:   %8.1f tok/s\n", tps1);
-    std::printf("  %zu sequences: %8.1f tok/s aggregate  = %.2fx one sequence\n\n", o.concurrency,
+    std::printf("  %zu sequences: %8.1f tok/s aggregate  = %.2fx one sequence\n", o.concurrency,
                 tpsn, tpsn / std::max(tps1, 1e-9));
+    const bool stages = engine.world().pp_size > 1;
+    if (stages) {
+      std::printf("  %zu sequences: first stage idle %.1f%% of the decode time (bubble)\n",
+                  o.concurrency, 100 * percentile(waits, 0.5));
+    }
+    // One long prompt alone, in chunks (the first token ends its prefill).
+    std::vector<double> prefill_tps, prefill_waits;
+    for (size_t rep = 0; rep < o.repeats; ++rep) {
+      runtime::ServingConfig p = c;
+      p.kv_pool_blocks = blocks_for(o.prompt_tokens + 1);
+      const auto run = run_requests(engine, p, {request(0, o.prompt_tokens, 1, full)});
+      prefill_tps.push_back(o.prompt_tokens / std::max(run.results[0].ttft_s, 1e-9));
+      prefill_waits.push_back(run.stats.wait_s / std::max(run.stats.busy_s, 1e-9));
+    }
+    std::printf("prefill of one %zu-token prompt in chunks of %zu: %8.1f tok/s", o.prompt_tokens,
+                o.prefill_chunk, percentile(prefill_tps, 0.5));
+    if (stages) {
+      std::printf(", first stage idle %.1f%% (bubble)", 100 * percentile(prefill_waits, 0.5));
+    }
+    std::printf("\n\n");
+    std::fflush(stdout);
   }
+  if (o.batching_only) return 0;
 
   // 2. A fixed pool, long prompts, each policy.
   runtime::ServingConfig c = base;
@@ -220,6 +248,8 @@ void add_bench_batch(CLI::App* bench_app, Runner& selected) {
   sub->add_option("--concurrency-tokens", o->concurrency_tokens, "Their generated tokens (64)");
   sub->add_option("--repeats", o->repeats, "Runs of the batching comparison (3; the median)")
       ->check(CLI::Range(1, 100));
+  sub->add_flag("--batching-only", o->batching_only,
+                "Only the batched decode and the prefill of one long prompt");
   sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt chunk per step (512)");
   sub->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step (2048)");
   sub->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS, else all)");

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -117,18 +118,68 @@ TEST(PipelineParallel, UnevenStagesOfASyntheticModel) {
   expect_same(generate({3, 1}, args), generate({6, 2}, args), {6, 2});
 }
 
+// The 7-layer synthetic model of the batch tests (uneven stages under PP 2: 4 + 3 layers).
+std::string batch_model() {
+  const auto model = (work_dir() / "syn7-batch.gguf").string();
+  if (fs::exists(model)) return model;
+  const auto made = run_command(std::string(ADAKV_MAKE_TEST_MODEL) + " " + model +
+                                " --layers 7 --heads 6 --kv-heads 3 --head-dim 16 --ffn 192");
+  if (made.rc != 0) throw std::runtime_error(made.err);
+  return model;
+}
+
+// `adakv batch` of `file` on one rank (a pool that holds everything) and under PP 2 (each
+// stage's pool `pp_pool_mb`): every request gets one rank's tokens and budgets, and every
+// stage's blocks come back. Returns the PP 2 run's stderr (its summary lines).
+std::string batch_matches_one_rank(const fs::path& file, const std::string& pp_pool_mb) {
+  const std::string args = "batch " + file.string() + " --model " + batch_model() +
+                           " --min-keep 0 --prefill-chunk 128 --kv-dtype f32 --decode-dots float";
+  const auto one = adakv(args + " -q --kv-pool-mb 64");
+  EXPECT_EQ(one.rc, 0) << one.err;
+  const auto two = adakv_mpi(2, args + " --pp 2 --kv-pool-mb " + pp_pool_mb);
+  EXPECT_EQ(two.rc, 0) << two.err;
+  std::vector<json> a, b;
+  for (const auto* text : {&one.out, &two.out}) {
+    std::istringstream in(*text);
+    for (std::string line; std::getline(in, line);) {
+      (text == &one.out ? a : b).push_back(json::parse(line));
+    }
+  }
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_TRUE(b[i].contains("tokens")) << b[i];
+    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]);
+    EXPECT_EQ(a[i]["kv"]["budgets"], b[i]["kv"]["budgets"]);
+    EXPECT_TRUE(b[i].value("/kv/budgets_agree_across_ranks"_json_pointer, false));
+  }
+  // "pool free at the end: N of N blocks": every stage's blocks came back.
+  const auto at = two.err.rfind("pool free at the end: ");
+  EXPECT_NE(at, std::string::npos) << two.err;
+  if (at == std::string::npos) return two.err;
+  std::istringstream end(two.err.substr(at + 22));
+  size_t free = 0, total = 0;
+  std::string of;
+  end >> free >> of >> total;
+  EXPECT_EQ(free, total);
+  EXPECT_GT(total, 0u);
+  return two.err;
+}
+
+// The words of a long text, for prompts.
+std::vector<std::string> license_words() {
+  std::istringstream words(slurp("/usr/share/common-licenses/GPL-3"));
+  std::vector<std::string> all;
+  for (std::string w; words >> w;) all.push_back(w);
+  return all;
+}
+
 // The serving loop under PP 2: `adakv batch` of five prompts of 700-1,800 tokens on the synthetic
 // model, in chunks of 128 tokens (policy full) or layer by layer (Ada-KV scope layer), with a pool
 // per stage that holds about two of them at once (so requests wait for blocks), gives every
 // request the tokens and budgets of one rank, and every block comes back.
 TEST(PipelineParallel, BatchWithChunkedAndLayeredPrefillMatchesOneRank) {
-  const auto model = (work_dir() / "syn7-batch.gguf").string();
-  const auto made = run_command(std::string(ADAKV_MAKE_TEST_MODEL) + " " + model +
-                                " --layers 7 --heads 6 --kv-heads 3 --head-dim 16 --ffn 192");
-  ASSERT_EQ(made.rc, 0) << made.err;
-  std::istringstream words(slurp("/usr/share/common-licenses/GPL-3"));
-  std::vector<std::string> all;
-  for (std::string w; words >> w;) all.push_back(w);
+  const auto all = license_words();
   const auto file = work_dir() / "requests.jsonl";
   {
     std::ofstream out(file);
@@ -144,37 +195,35 @@ TEST(PipelineParallel, BatchWithChunkedAndLayeredPrefillMatchesOneRank) {
           << "\n";
     }
   }
-  const std::string args = "batch " + file.string() + " --model " + model +
-                           " --min-keep 0 --prefill-chunk 128 --kv-dtype f32 --decode-dots float";
-  const auto one = adakv(args + " -q --kv-pool-mb 64");
-  ASSERT_EQ(one.rc, 0) << one.err;
-  const auto two = adakv_mpi(2, args + " --pp 2 --kv-pool-mb 3");
-  ASSERT_EQ(two.rc, 0) << two.err;
-  std::vector<json> a, b;
-  for (const auto* text : {&one.out, &two.out}) {
-    std::istringstream in(*text);
-    for (std::string line; std::getline(in, line);) {
-      (text == &one.out ? a : b).push_back(json::parse(line));
+  batch_matches_one_rank(file, "3");
+}
+
+// Preemption under PP 2, with plans in flight on both stages: four requests whose prompts fit
+// the pool two at a time but whose generations do not, so the newest sequences not in flight
+// are preempted, prefilled again and replayed, and still give one rank's tokens.
+TEST(PipelineParallel, PreemptedRequestsGiveTheTokensOfOneRank) {
+  const auto all = license_words();
+  const auto file = work_dir() / "preempted.jsonl";
+  {
+    std::ofstream out(file);
+    for (size_t i = 0; i < 4; ++i) {
+      std::string text;
+      for (size_t w = 0; w < 20; ++w) text += all[(i * 71 + w) % all.size()] + " ";
+      out << json{{"prompt", text},
+                  {"max_tokens", 64},
+                  {"ignore_eos", true},
+                  {"kv_policy", i % 2 ? "full" : "adakv"},
+                  {"kv_budget", 0.5}}
+                 .dump()
+          << "\n";
     }
   }
-  ASSERT_EQ(a.size(), 5u);
-  ASSERT_EQ(b.size(), 5u);
-  for (size_t i = 0; i < 5; ++i) {
-    SCOPED_TRACE("request " + std::to_string(i));
-    ASSERT_TRUE(b[i].contains("tokens")) << b[i];
-    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]);
-    EXPECT_EQ(a[i]["kv"]["budgets"], b[i]["kv"]["budgets"]);
-    EXPECT_TRUE(b[i]["kv"]["budgets_agree_across_ranks"].get<bool>());
-  }
-  // "pool free at the end: N of N blocks": every stage's blocks came back.
-  const auto at = two.err.rfind("pool free at the end: ");
-  ASSERT_NE(at, std::string::npos) << two.err;
-  std::istringstream end(two.err.substr(at + 22));
-  size_t free = 0, total = 0;
-  std::string of;
-  end >> free >> of >> total;
-  EXPECT_EQ(free, total);
-  EXPECT_GT(total, 0u);
+  const std::string err = batch_matches_one_rank(file, "0.5");
+  // "[adakv] 4 requests, ...; N preemptions; ..."
+  const auto at = err.find(" preemptions;");
+  ASSERT_NE(at, std::string::npos) << err;
+  const auto from = err.rfind(' ', at - 1);
+  EXPECT_GT(std::stoul(err.substr(from + 1, at - from - 1)), 0u) << err;
 }
 
 TEST(PipelineParallel, RefusesWhatCannotSplit) {
