@@ -54,9 +54,10 @@ struct EvalOptions {
   ChatTemplateFlag chat_template;
 };
 
-// File-name-safe form of a run: "adakv_20pct", "snapkv_128tok".
+// File-name-safe form of a run: "adakv_20pct", "snapkv_128tok", "adakv-output-aware_20pct".
 std::string file_tag(const eval::PolicyRun& run) {
   std::string tag = run.policy + "_";
+  std::replace(tag.begin(), tag.end(), ':', '-');
   for (char c : run.budget) {
     if (c == '%') {
       tag += "pct";
