@@ -226,6 +226,55 @@ TEST(PipelineParallel, PreemptedRequestsGiveTheTokensOfOneRank) {
   EXPECT_GT(std::stoul(err.substr(from + 1, at - from - 1)), 0u) << err;
 }
 
+// The policy-fork commands under PP 2 (a recording prefill forked into each policy, run as
+// steps of the engine): profile's budget table, generate --compare's answers and KV columns,
+// and eval ppl's perplexities are those of one rank, on the uneven synthetic model.
+TEST(PipelineParallel, ProfileCompareAndEvalPplMatchOneRank) {
+  const std::string model = batch_model();
+  const auto prompt = prompt_file(1500);
+  std::string tables[2], compares[2];
+  json ppl[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string pp = i == 0 ? "" : " --pp 2";
+    const int np = i == 0 ? 1 : 2;
+    const auto out = work_dir() / ("fork-" + std::to_string(np));
+    const auto p =
+        adakv_mpi(np, "profile --model " + model + " --prompt-file " + prompt +
+                          " --threads 1 --out " + (out / "profile").string() + pp + kExactNumerics);
+    ASSERT_EQ(p.rc, 0) << p.err;
+    tables[i] = json::parse(slurp(out / "profile" / "profile.json"))["budgets"].dump();
+    const auto c = adakv_mpi(np, "generate --model " + model + " --prompt-file " + prompt +
+                                     " --threads 1 --max-tokens 8 --compare full,snapkv" + pp +
+                                     kExactNumerics);
+    ASSERT_EQ(c.rc, 0) << c.err;
+    // The answers and KV columns; the timing columns differ from run to run.
+    for (const char* policy : {"adakv ", "full ", "snapkv "}) {
+      const size_t at = c.out.find(std::string("\n") + policy);
+      ASSERT_NE(at, std::string::npos) << c.out;
+      const std::string line = c.out.substr(at + 1, c.out.find('\n', at + 1) - at - 1);
+      compares[i] +=
+          line.substr(0, line.find('|', line.find('|') + 1)) + line.substr(line.rfind('|')) + "\n";
+    }
+    const auto e = adakv_mpi(np, "eval ppl --model " + model +
+                                     " --lengths 300 --trials 1 --continuation 16 --budgets 0.2"
+                                     " --policies snapkv,adakv --threads 1 --out " +
+                                     (out / "ppl").string() + pp + kExactNumerics);
+    ASSERT_EQ(e.rc, 0) << e.err;
+    ppl[i] = json::parse(slurp(out / "ppl" / "ppl_results.json"))["runs"];
+  }
+  EXPECT_EQ(tables[0], tables[1]);
+  EXPECT_EQ(compares[0], compares[1]);
+  ASSERT_EQ(ppl[0].size(), 3u);
+  ASSERT_EQ(ppl[1].size(), ppl[0].size());
+  for (size_t p = 0; p < ppl[0].size(); ++p) {
+    SCOPED_TRACE(ppl[0][p]["policy"].get<std::string>());
+    EXPECT_NEAR(ppl[1][p]["perplexity"].get<double>() / ppl[0][p]["perplexity"].get<double>(), 1.0,
+                1e-6);
+    EXPECT_EQ(ppl[1][p]["kv_kept"], ppl[0][p]["kv_kept"]);
+  }
+  std::printf("[pp] compare under one rank and PP 2:\n%s", compares[1].c_str());
+}
+
 TEST(PipelineParallel, RefusesWhatCannotSplit) {
   const std::string model = model_path();
   // 4 ranks do not split into 3 stages; generate runs one engine, not data-parallel replicas.
