@@ -1,7 +1,7 @@
-// A rank that dies mid-decode ends the whole job quickly, with a message naming it: mpirun -np
-// 3 generates on the default model; once text streams, rank 2 is killed with SIGKILL. Every
-// other rank must be gone within 10 s, mpirun must exit non-zero, and the output must name
-// rank 2. No hang.
+// A rank that dies mid-decode ends the whole job quickly, with a message naming it: mpirun
+// generates on the default model (TP 3, or PP 2 with plans in flight on both stages); once text
+// streams, the last rank is killed with SIGKILL. Every other rank must be gone within 10 s,
+// mpirun must exit non-zero, and the output must name the dead rank. No hang.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -42,15 +42,19 @@ std::vector<std::pair<int, pid_t>> ranks_with(const std::string& marker) {
   return out;
 }
 
-TEST(TensorParallelFaults, KilledRankEndsTheJobNamingIt) {
+// `np` ranks run `generate ... extra`; the last one is killed once text streams.
+void killed_rank_ends_the_job(int np, const std::string& extra) {
+  const int last = np - 1;
+  const std::string victim_name = "rank " + std::to_string(last);
   const auto dir = fs::temp_directory_path() / ("adakv-fault-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string marker = "fault-marker-" + std::to_string(::getpid());
   const std::string cmd = "OMPI_MCA_btl_vader_single_copy_mechanism=none " +
-                          std::string(ADAKV_MPIRUN) + " -np 3 " + ADAKV_BINARY +
-                          " generate --model " + model_path() + " --prompt '" + marker +
-                          ": tell me a long story' --max-tokens 4000 --ignore-eos --threads 1 >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string();
+                          std::string(ADAKV_MPIRUN) + " -np " + std::to_string(np) + " " +
+                          ADAKV_BINARY + " generate --model " + model_path() + " --prompt '" +
+                          marker +
+                          ": tell me a long story' --max-tokens 4000 --ignore-eos --threads 1" +
+                          extra + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   pid_t shell = 0;
   ASSERT_EQ(::posix_spawn(&shell, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ),
@@ -79,10 +83,10 @@ TEST(TensorParallelFaults, KilledRankEndsTheJobNamingIt) {
   }
   ASSERT_TRUE(streamed()) << slurp(dir / "err");
   auto ranks = ranks_with(marker);
-  ASSERT_EQ(ranks.size(), 3u);
+  ASSERT_EQ(ranks.size(), size_t(np));
   pid_t victim = 0;
   for (auto [rank, pid] : ranks) {
-    if (rank == 2) victim = pid;
+    if (rank == last) victim = pid;
   }
   ASSERT_NE(victim, 0);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
@@ -105,15 +109,23 @@ TEST(TensorParallelFaults, KilledRankEndsTheJobNamingIt) {
     ::waitpid(shell, &status, 0);
   }
   const std::string err = slurp(dir / "err");
-  std::printf("[fault] job ended %.2f s after rank 2 was killed; stderr:\n%s\n", seconds,
-              err.c_str());
-  EXPECT_TRUE(exited) << "the job was still running 10 s after rank 2 died";
+  std::printf("[fault] job ended %.2f s after %s was killed; stderr:\n%s\n", seconds,
+              victim_name.c_str(), err.c_str());
+  EXPECT_TRUE(exited) << "the job was still running 10 s after " << victim_name << " died";
   EXPECT_TRUE(ranks_with(marker).empty()) << "some ranks outlived the job";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);
-  EXPECT_NE(err.find("rank 2"), std::string::npos) << "no message names the dead rank";
+  EXPECT_NE(err.find(victim_name), std::string::npos) << "no message names the dead rank";
   EXPECT_NE(err.find("adakv rank 0: stopped"), std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST(TensorParallelFaults, KilledRankEndsTheJobNamingIt) {
+  killed_rank_ends_the_job(3, "");
+}
+
+TEST(PipelineFaults, KilledLastStageEndsTheJobNamingIt) {
+  killed_rank_ends_the_job(2, " --pp 2");
 }
 
 }  // namespace
