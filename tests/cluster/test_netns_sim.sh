@@ -126,5 +126,21 @@ if [ -n "$adakv" ]; then
   echo "== adakv launch --cluster configs/cluster/netns-sim-tp3-pp2.yaml (one stage per node)"
   "$adakv" launch --cluster "$repo/configs/cluster/netns-sim-tp3-pp2.yaml" --exec "$probe" -- \
     --expect-ranks 6 --expect-nodes 2 --expect-env ADAKV_PP_SIZE=2
+  echo "== adakv generate, TP 3 x PP 2 (a stage per simulated node), against one local rank"
+  prompt="$(mktemp "${TMPDIR:-/tmp}/adakv-netns-prompt-XXXXXX")"
+  head -c 1500 /usr/share/common-licenses/GPL-2 >"$prompt"
+  gen=(generate --prompt-file "$prompt" --max-tokens 8 --ignore-eos --json --policy adakv
+    --budget 0.2 --kv-dtype f32 --decode-dots float --min-keep 0)
+  one="$("$adakv" "${gen[@]}" --threads 1 | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["tokens"], j["kv"]["budgets"])')"
+  six="$("$adakv" launch --cluster "$repo/configs/cluster/netns-sim-tp3-pp2.yaml" -- "${gen[@]}" |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["kv"]["budgets_agree_across_ranks"]; print(j["tokens"], j["kv"]["budgets"])')"
+  rm -f "$prompt"
+  if [ "$one" != "$six" ]; then
+    echo "FAIL: TP 3 x PP 2 across the simulated nodes differs from one rank:" >&2
+    echo "  one rank:   $one" >&2
+    echo "  TP 3 x PP 2: $six" >&2
+    exit 1
+  fi
+  echo "TP 3 x PP 2 across 2 simulated nodes: same tokens and budgets as one rank: ${six:0:120}..."
 fi
 echo "PASSED: ranks ran on 2 simulated nodes ($(echo "$inodes" | tr '\n' ' '))"
