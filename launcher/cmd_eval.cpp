@@ -188,6 +188,8 @@ void print_progress(const eval::EvalSpec& spec, const eval::TrialRecord& rec, si
 }
 
 int run_eval_command(const EvalOptions& o) {
+  // The results are written at the end: an unwritable --out fails now, not after the run.
+  if (is_job_root()) svg::prepare_output_dir(o.out);
   kernels::set_num_threads(o.threads);
   eval::EvalSpec spec;
   spec.task = o.task;

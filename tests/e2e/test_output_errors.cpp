@@ -74,6 +74,14 @@ TEST_F(OutputErrors, EvalPplNamesTheFileOnAFullDisk) {
   expect_names(r, (out / "ppl_table.txt").string(), std::strerror(ENOSPC));
 }
 
+TEST_F(OutputErrors, EvalRefusesAFileAsItsFolderBeforeTheRun) {
+  const std::string out = (not_a_dir_ / "passkey").string();
+  const Result r = adakv("eval passkey " + model() +
+                         " --lengths 4000 --trials 20 --threads 1 --out '" + out + "'");
+  expect_names(r, out, std::strerror(ENOTDIR));
+  EXPECT_EQ(r.err.find("[eval]"), std::string::npos) << "the run started:\n" << r.err;
+}
+
 TEST_F(OutputErrors, EvalNamesTheFileOnAFullDisk) {
   const fs::path out = full_disk_out("passkey_table.txt");
   const Result r =
