@@ -2,7 +2,8 @@
 //  1. Batching: decode tokens/s of one sequence against N concurrent ones (decode-only steps,
 //     median of --repeats runs each).
 //     Then the prefill of one long prompt in chunks. Under pipeline stages, also the share of
-//     the time the first stage waited for the last one's results (its idle time: the bubble).
+//     the time the first stage waited for the last one's results and the last stage for its
+//     input (their idle time: the bubble).
 //  2. A fixed KV pool, long prompts, several policies side by side: sequences in flight (peak
 //     and mean), output tokens/s, time to first token, preemptions, each against the full cache.
 //     (--batching-only: part 1 alone.)
@@ -142,12 +143,14 @@ int run_bench_batch(const BenchBatchOptions& o) {
     auto decode_tps = [](const LoopRun& run) {
       return run.stats.decode_only_tokens / std::max(run.stats.decode_only_s, 1e-9);
     };
-    std::vector<double> ones, batches, waits;
+    std::vector<double> ones, batches, waits, last_waits;
     for (size_t rep = 0; rep < o.repeats; ++rep) {
       ones.push_back(decode_tps(run_requests(engine, c, {many.front()})));
       const auto batch = run_requests(engine, c, many);
       batches.push_back(decode_tps(batch));
-      waits.push_back(batch.stats.decode_only_wait_s / std::max(batch.stats.decode_only_s, 1e-9));
+      const double s = std::max(batch.stats.decode_only_s, 1e-9);
+      waits.push_back(batch.stats.decode_only_wait_s / s);
+      last_waits.push_back(batch.stats.decode_only_last_wait_s / s);
     }
     const double tps1 = percentile(ones, 0.5), tpsn = percentile(batches, 0.5);
     std::printf("batched decode (%zu-token prompts, %zu tokens each, full cache, median of %zu):\n",
@@ -157,22 +160,26 @@ int run_bench_batch(const BenchBatchOptions& o) {
                 tpsn, tpsn / std::max(tps1, 1e-9));
     const bool stages = engine.world().pp_size > 1;
     if (stages) {
-      std::printf("  %zu sequences: first stage idle %.1f%% of the decode time (bubble)\n",
-                  o.concurrency, 100 * percentile(waits, 0.5));
+      std::printf(
+          "  %zu sequences: first stage idle %.1f%%, last stage idle %.1f%% of the decode "
+          "time (bubble)\n",
+          o.concurrency, 100 * percentile(waits, 0.5), 100 * percentile(last_waits, 0.5));
     }
     // One long prompt alone, in chunks (the first token ends its prefill).
-    std::vector<double> prefill_tps, prefill_waits;
+    std::vector<double> prefill_tps, prefill_waits, prefill_last_waits;
     for (size_t rep = 0; rep < o.repeats; ++rep) {
       runtime::ServingConfig p = c;
       p.kv_pool_blocks = blocks_for(o.prompt_tokens + 1);
       const auto run = run_requests(engine, p, {request(0, o.prompt_tokens, 1, full)});
       prefill_tps.push_back(o.prompt_tokens / std::max(run.results[0].ttft_s, 1e-9));
       prefill_waits.push_back(run.stats.wait_s / std::max(run.stats.busy_s, 1e-9));
+      prefill_last_waits.push_back(run.stats.last_wait_s / std::max(run.stats.busy_s, 1e-9));
     }
     std::printf("prefill of one %zu-token prompt in chunks of %zu: %8.1f tok/s", o.prompt_tokens,
                 o.prefill_chunk, percentile(prefill_tps, 0.5));
     if (stages) {
-      std::printf(", first stage idle %.1f%% (bubble)", 100 * percentile(prefill_waits, 0.5));
+      std::printf(", first stage idle %.1f%%, last stage idle %.1f%% (bubble)",
+                  100 * percentile(prefill_waits, 0.5), 100 * percentile(prefill_last_waits, 0.5));
     }
     std::printf("\n\n");
     std::fflush(stdout);

@@ -232,12 +232,21 @@ void Engine::land(InFlight& f) {
   // The time this plan alone accounts for: since it launched or the last plan landed,
   // whichever is later (plans in flight together overlap).
   const double own_s = landed_at - std::max(f.launched_at, last_landed_at_);
+  // The last stage's input wait during this plan (from its running total; the first landing
+  // only sets the base).
+  double last_wait = 0;
+  if (result.last_stage_wait_s > 0) {
+    if (last_stage_wait_s_ >= 0) last_wait = result.last_stage_wait_s - last_stage_wait_s_;
+    last_stage_wait_s_ = result.last_stage_wait_s;
+  }
   stats_.wait_s += landed_at - waits_from;
+  stats_.last_wait_s += last_wait;
   stats_.busy_s += own_s;
   if (!plan.entries.empty() && std::all_of(kinds.begin(), kinds.end(),
                                            [](EntryKind k) { return k == EntryKind::kDecode; })) {
     stats_.decode_only_s += own_s;
     stats_.decode_only_wait_s += landed_at - waits_from;
+    stats_.decode_only_last_wait_s += last_wait;
     stats_.decode_only_tokens += plan.entries.size();
   }
   last_landed_at_ = landed_at;

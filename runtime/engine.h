@@ -51,9 +51,11 @@ struct LoopStats {
   // Of decode_only_s: the time rank 0 waited for a plan's results from the last pipeline stage
   // (its stage idle; 0 without stages).
   double decode_only_wait_s = 0;
-  // Every step: the same wait, and the wall time the steps took (plans in flight together
+  // Of decode_only_s: the time the last stage waited for its input (its stage idle).
+  double decode_only_last_wait_s = 0;
+  // Every step: the same waits, and the wall time the steps took (plans in flight together
   // counted once).
-  double wait_s = 0, busy_s = 0;
+  double wait_s = 0, last_wait_s = 0, busy_s = 0;
 };
 
 class Engine {
@@ -138,6 +140,7 @@ class Engine {
   size_t depth_;  // plans in flight at most: one per pipeline stage
   std::deque<InFlight> in_flight_;
   double last_landed_at_ = 0;
+  double last_stage_wait_s_ = -1;  // the last stage's input wait at the last landing
 };
 
 // Root only: one request through an engine of its own, on a pool sized for it (its prompt in

@@ -213,19 +213,23 @@ std::vector<float> Worker::host_logits(const model::Logits& logits, bool receive
   if (world_.is_last_stage() && world_.tp_rank == 0) {
     const std::vector<float> host = model_.logits_to_host(logits);
     const uint64_t count = host.size();
+    const double wait_s = pipeline_->stats().recv_s;
     pipe_host_->post(&count, sizeof count, 0);
     pipe_host_->post(host.data(), count * sizeof(float), 0);
+    pipe_host_->post(&wait_s, sizeof wait_s, 0);
     return {};
   }
-  return is_root() && receive ? last_stage_logits() : std::vector<float>{};
+  double wait_s = 0;
+  return is_root() && receive ? last_stage_logits(wait_s) : std::vector<float>{};
 }
 
-std::vector<float> Worker::last_stage_logits() const {
+std::vector<float> Worker::last_stage_logits(double& wait_s) const {
   uint64_t count = 0;
   const int last = world_.pp_size - 1;
   pipe_host_->recv(&count, sizeof count, last);
   std::vector<float> host(count);
   pipe_host_->recv(host.data(), count * sizeof(float), last);
+  pipe_host_->recv(&wait_s, sizeof wait_s, last);
   return host;
 }
 
@@ -271,7 +275,7 @@ StepResult Worker::finish_step() {
   launched_.pop_front();
   if (step.logits_pending) {
     try {
-      step.result.logits = last_stage_logits();
+      step.result.logits = last_stage_logits(step.result.last_stage_wait_s);
     } catch (const std::exception& e) {
       fail_job(e);
     }

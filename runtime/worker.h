@@ -108,6 +108,9 @@ struct StepResult {
   // The window scores of plan.gather_scores' recording sequences, for the whole model:
   // [layer] -> [model kv head][prefix] (empty for a layer that was not scored).
   std::map<uint64_t, std::vector<std::vector<float>>> scores;
+  // Pipeline stages: the seconds the last stage had waited for its input (the residual from
+  // the stage before) by the end of this step, since the job started.
+  double last_stage_wait_s = 0;
 };
 
 // Called on rank 0 with each decode step's logits [vocab] before sampling (tests, logprobs).
@@ -209,8 +212,9 @@ class Worker {
   // Rank 0: `logits` in host memory; empty elsewhere. Under pipeline stages the last stage
   // posts its rows to rank 0, which receives them here unless `receive` is false.
   std::vector<float> host_logits(const model::Logits& logits, bool receive = true) const;
-  // Rank 0 under pipeline stages: the rows the last stage posted for the oldest step.
-  std::vector<float> last_stage_logits() const;
+  // Rank 0 under pipeline stages: the rows the last stage posted for the oldest step, and its
+  // input wait so far (StepResult::last_stage_wait_s).
+  std::vector<float> last_stage_logits(double& wait_s) const;
   void run_configure_steps(const ServingConfig& config);
 
   // A serving sequence's cache, and what it held right after compression (for its report).
