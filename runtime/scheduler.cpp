@@ -376,18 +376,24 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
         s.phase == SeqPhase::kRunning && !s.kept.empty() && s.appended < s.output.size();
     if ((!lookahead && !decodes) || s.in_flight > 0) continue;
     for (size_t r = 0; r < P; ++r) g[r] = extra[r] + growth(r, s);
-    bool gone = false;
+    bool gone = false, wait = false;
     while (!fits(g)) {
-      // The newest sequence not in flight (s itself at worst).
-      ScheduledSeq& victim = **std::find_if(resident_.rbegin(), resident_.rend(),
-                                            [](const auto& p) { return p->in_flight == 0; });
+      // The newest goes. When it is in flight, s and the rest wait for it to land rather than
+      // an older sequence losing its progress in its place (which would let the newest
+      // sequences evict the older ones over and over).
+      ScheduledSeq& victim = *resident_.back();
+      if (victim.in_flight > 0) {
+        wait = true;
+        break;
+      }
       gone = &victim == &s;
       for (size_t r = 0; r < P; ++r) used[r] -= freed_by(r, victim);
       preempt(victim, plan);
       preempted = true;
       if (gone) break;
     }
-    if (gone) break;
+    if (wait) preempted = true;  // nothing is admitted while decodes are short of blocks
+    if (gone || wait) break;
     extra = g;
     ++decodes_planned;
     StepEntry e{s.id, {}, true};

@@ -537,7 +537,8 @@ TEST(Scheduler, PipelineStagesKeepTwoEvenPlansInFlight) {
   EXPECT_EQ(sched.used_blocks(0), 0u);
 }
 
-// A sequence in flight is never the one preempted: the newest one that is not goes instead.
+// A sequence in flight is never preempted: when the newest is in flight, the others wait for
+// it to land rather than an older one being preempted in its place.
 TEST(Scheduler, PreemptsNoSequenceInFlight) {
   // As PreemptsTheNewestAndReplaysItsTokens, with two plans in flight; each stage's ranks hold
   // one of the two layers, so each pool is half as large.
@@ -555,12 +556,31 @@ TEST(Scheduler, PreemptsNoSequenceInFlight) {
     }
   });
   EXPECT_GE(sched.stats().preemptions, 1u);
+  // The newest is preempted, or waited for while in flight: the oldest always goes on.
+  EXPECT_EQ(d.seqs[1]->preemptions, 0u);
   for (const auto& [id, s] : d.seqs) {
     ASSERT_EQ(s->output.size(), 30u) << "sequence " << id;
     for (size_t i = 0; i < 30; ++i) EXPECT_EQ(s->output[i], int32_t(i));
   }
   EXPECT_EQ(sched.used_blocks(0), 0u);
   EXPECT_EQ(sched.used_blocks(1), 0u);
+}
+
+// Three sequences over two plans in flight, a pool for two at their end: only the newest is
+// ever preempted (when it is in flight, the others wait for it), never the middle one in its
+// place, so no sequence evicts an older one.
+TEST(Scheduler, UnderStagesOnlyTheNewestIsPreempted) {
+  Scheduler sched(config(16, 512), tiny_model(), 1, model::LmHeadMode::kReplicated, 2);
+  Driver d(sched);
+  for (uint64_t id = 1; id <= 3; ++id) d.add(sequence(id, 24, 30));
+  d.run_in_flight(2, [](size_t, const std::deque<size_t>&) {});
+  EXPECT_GE(d.seqs[3]->preemptions, 1u);
+  EXPECT_EQ(d.seqs[1]->preemptions, 0u);
+  EXPECT_EQ(d.seqs[2]->preemptions, 0u);
+  for (const auto& [id, s] : d.seqs) {
+    ASSERT_EQ(s->output.size(), 30u) << "sequence " << id;
+    for (size_t i = 0; i < 30; ++i) EXPECT_EQ(s->output[i], int32_t(i));
+  }
 }
 
 }  // namespace
