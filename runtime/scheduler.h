@@ -24,7 +24,9 @@
 // Under pipeline stages several plans are in flight at once, one per stage, so that every stage
 // works (vLLM's virtual engines): each plan takes the sequences that do not wait for the result
 // of a plan in flight (a prompt's next chunk of tokens does not) and at most its share of the
-// decoding ones, and the engine reports each plan's landing (landed()).
+// decoding ones, and the engine reports each plan's landing (landed()). When the newest
+// sequence is in flight and decodes lack blocks, they wait for it to land: only the newest is
+// ever preempted, as with one plan at a time.
 //
 // The samples of one request (n > 1) share its prompt: one sequence prefills and compresses it;
 // each other sample waits aside (not in the queue) with the first token the engine drew for it
