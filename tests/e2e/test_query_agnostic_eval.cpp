@@ -72,6 +72,30 @@ TEST(QueryAgnosticEval, FullAnswersEveryKeyAndRunsAreDeterministic) {
   EXPECT_EQ(keys.size(), 6u);
 }
 
+// Reconstruct scoring alone: its recording observes the repeated context and rolls it back, so
+// every fork starts right after the document.
+TEST(QueryAgnosticEval, ReconstructAloneForksFromTheDocument) {
+  const fs::path out = out_dir("reconstruct");
+  fs::remove_all(out);
+  const auto r =
+      adakv::test::adakv("eval passkey-multi --model '" + adakv::test::model_path() +
+                         "' --lengths 600 --keys 2 --trials 1 --budgets 0.2"
+                         " --policies adakv:reconstruct --threads 2 --out '" +
+                         out.string() + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(adakv::test::slurp(out / "passkey-multi_results.json"));
+  fs::remove_all(out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["scoring"], "reconstruct");
+  ASSERT_EQ(j["records"].size(), 2u);
+  for (const json& rec : j["records"]) {
+    SCOPED_TRACE(rec.dump());
+    EXPECT_TRUE(rec["runs"][0]["correct"].get<bool>());
+    EXPECT_LT(rec["runs"][1]["kv_kept"].get<double>(), 0.3);
+    EXPECT_GT(rec["runs"][1]["reconstruct_s"].get<double>(), 0.0);
+  }
+}
+
 // Reconstruct scoring needs the repeated context that only eval passkey-multi feeds; generate
 // refuses it by name instead of scoring without it.
 TEST(QueryAgnosticEval, GenerateRefusesReconstructScoring) {
