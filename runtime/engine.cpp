@@ -47,6 +47,7 @@ uint64_t Engine::add(Request request) {
   seq->id = id;
   seq->stop_ids = engine_.tokenizer().stop_ids();
   seq->prompt_logits = req.prompt_logprobs;
+  seq->cache_prefix = true;  // the scheduler takes it when the prompt is kept whole
   scheduler_.add(seq);  // throws when the pool can never hold it
 
   Active a(seq, std::move(request), engine_.tokenizer());
@@ -73,7 +74,9 @@ std::vector<uint64_t> Engine::add_samples(std::vector<Request> samples) {
     }
   }
   std::vector<uint64_t> ids{add(std::move(samples.front()))};
-  const ScheduledSeq& source = *active_.at(ids[0]).seq;
+  ScheduledSeq& source = *active_.at(ids[0]).seq;
+  // The samples share the source's compressed prompt (SharedPrompt), not cached spans.
+  if (samples.size() > 1) source.cache_prefix = false;
   for (size_t i = 1; i < samples.size(); ++i) {
     const uint64_t id = next_id_++;
     auto seq = std::make_shared<ScheduledSeq>();
@@ -274,6 +277,7 @@ void Engine::land(InFlight& f) {
     r.all_reduce_s = kv.all_reduce_s;
     r.budget_exchange_s = kv.budget_exchange_s;
     r.preemptions = a.seq->preemptions;
+    r.cached_tokens = a.seq->cached_tokens;
     r.ttft_s = a.first_token_at > 0 ? a.first_token_at - a.added_at : 0;
     r.prefill_s = a.compressed_at > 0 ? a.compressed_at - a.added_at : 0;
     if (r.compression.lookahead_tokens > 0) {

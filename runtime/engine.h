@@ -87,6 +87,9 @@ class Engine {
   const LoopStats& stats() const { return stats_; }
   // Blocks free in the pool of rank 0 (every rank's pool is accounted by the scheduler).
   size_t free_blocks() const;
+  // Blocks of rank 0's pool that cached prompt spans hold and no sequence references: the pool
+  // takes them back when it needs them (free + these = the pool, once every request ended).
+  size_t cached_free_blocks() const { return scheduler_.cached_blocks(0, true); }
 
  private:
   // The sequence `request` becomes (no id yet), once the worker accepts it; throws like add().

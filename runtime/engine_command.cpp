@@ -33,7 +33,10 @@ EngineCommand decode_command(const std::string& bytes) {
     c.plan = decode_plan(bytes.substr(header));
     return c;
   }
-  if (c.op == EngineOp::kConfigureSteps) c.serving = in.get<ServingConfig>();
+  if (c.op == EngineOp::kConfigureSteps) {
+    c.serving = in.get<ServingConfig>();
+    in.check_bool(c.serving.prefix_caching);
+  }
   if (!in.done()) throw std::runtime_error("engine command: trailing bytes");
   return c;
 }

@@ -35,6 +35,58 @@ Scheduler::Scheduler(const ServingConfig& config, const model::ModelConfig& mode
       rank_layers_.push_back({size_t(range.begin), size_t(range.end)});
     }
   }
+  if (config_.prefix_caching) prefix_ = std::make_unique<PrefixCache>(config_.block_tokens);
+}
+
+bool Scheduler::prefix_eligible(const ScheduledSeq& s) const {
+  const auto& c = s.compression;
+  return prefix_ && s.cache_prefix && !s.prompt_logits && s.sample_of == 0 && s.lookahead == 0 &&
+         (c.policy == compression::Policy::kFull || c.keeps_everything(s.prompt.size()));
+}
+
+void Scheduler::attach_prefix(ScheduledSeq& s) {
+  if (!prefix_eligible(s)) return;
+  // At least the prompt's last token is computed: its logits start the output.
+  s.prefix = prefix_->match(s.prompt, (s.prompt.size() - 1) / config_.block_tokens);
+  prefix_->ref(s.prefix);
+  s.prefilled = s.prefix.size() * config_.block_tokens;
+}
+
+void Scheduler::drop_prefix(ScheduledSeq& s) {
+  if (prefix_ && !s.prefix.empty()) prefix_->unref(s.prefix, tick_);
+  s.prefix.clear();
+}
+
+void Scheduler::cache_spans(ScheduledSeq& s, StepPlan& plan) {
+  if (!prefix_eligible(s)) return;
+  const size_t full = s.prompt.size() / config_.block_tokens;
+  uint64_t parent = s.prefix.empty() ? 0 : s.prefix.back();
+  for (size_t i = s.prefix.size(); i < full; ++i) {
+    const auto key = prefix_->insert(parent, s.prompt, i, tick_);
+    if (!key) break;  // another prompt cached it first: the rest stays this sequence's own
+    plan.prefix_insert.push_back(PrefixLink{s.id, *key, i});
+    s.prefix.push_back(*key);
+    parent = *key;
+  }
+}
+
+bool Scheduler::evict_span(StepPlan& plan, std::vector<size_t>& used) {
+  if (!prefix_) return false;
+  const auto key = prefix_->evict();
+  if (!key) return false;
+  plan.prefix_evict.push_back(*key);
+  for (size_t r = 0; r < used.size(); ++r) used[r] -= span_blocks(r);
+  return true;
+}
+
+size_t Scheduler::cached_blocks(size_t rank, bool unreferenced_only) const {
+  if (!prefix_) return 0;
+  return (unreferenced_only ? prefix_->unreferenced_spans() : prefix_->spans()) *
+         span_blocks(rank);
+}
+
+PrefixCacheStats Scheduler::prefix_stats() const {
+  return prefix_ ? prefix_->stats() : PrefixCacheStats{};
 }
 
 size_t Scheduler::layers(size_t rank) const {
@@ -80,12 +132,14 @@ bool Scheduler::has_work() const {
 size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
   const auto& heads = rank_heads_[rank];
   const size_t bt = config_.block_tokens;
-  if (s.kept.empty()) return layers(rank) * reserved_per_layer(rank, s);
+  // Its cached spans are the cache's (a prefix is only ever a prompt kept whole).
+  const size_t spans = s.prefix.size();
+  if (s.kept.empty()) return layers(rank) * (reserved_per_layer(rank, s) - heads.size() * spans);
   size_t n = 0;
   for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
     for (size_t h : heads) {
       const size_t kept = s.kept[l * n_kv_heads_ + h];
-      n += ceil_div(kept + s.appended, bt) - (s.shared ? kept / bt : 0);
+      n += ceil_div(kept + s.appended, bt) - (s.shared ? kept / bt : 0) - spans;
     }
   }
   return n;
@@ -160,7 +214,7 @@ size_t Scheduler::growth(size_t rank, const ScheduledSeq& s) const {
 }
 
 size_t Scheduler::used_blocks(size_t rank) const {
-  size_t n = shared_blocks(rank);
+  size_t n = shared_blocks(rank) + cached_blocks(rank, false);
   for (const auto& s : resident_) n += blocks(rank, *s);
   return n;
 }
@@ -224,6 +278,7 @@ void Scheduler::preempt(ScheduledSeq& s, StepPlan& plan) {
   s.lookahead_next = -1;
   s.kept.clear();
   drop_share(s);
+  drop_prefix(s);
   ++s.preemptions;
   ++stats_.preemptions;
   plan.release.push_back(s.id);
@@ -266,6 +321,7 @@ bool Scheduler::finish(uint64_t id, bool report) {
   if (r == resident_.end()) return false;
   (*r)->phase = SeqPhase::kFinished;
   drop_share(**r);
+  drop_prefix(**r);
   resident_.erase(r);
   if (report) to_report_.push_back(id);
   to_release_.push_back(id);
@@ -328,6 +384,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   StepPlan plan;
   kinds.clear();
   ++stats_.steps;
+  ++tick_;
   plan.report = std::move(to_report_);
   plan.release = std::move(to_release_);
   to_report_.clear();
@@ -378,6 +435,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     for (size_t r = 0; r < P; ++r) g[r] = extra[r] + growth(r, s);
     bool gone = false, wait = false;
     while (!fits(g)) {
+      if (evict_span(plan, used)) continue;  // cached spans nobody uses go before any sequence
       // The newest goes. When it is in flight, s and the rest wait for it to land rather than
       // an older sequence losing its progress in its place (which would let the newest
       // sequences evict the older ones over and over).
@@ -452,7 +510,10 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     kinds.push_back(last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk);
     s.prefilled = end;
     prefill_tokens += n;
-    if (last) s.phase = s.lookahead > 0 ? SeqPhase::kLookahead : SeqPhase::kRunning;
+    if (last) {
+      s.phase = s.lookahead > 0 ? SeqPhase::kLookahead : SeqPhase::kRunning;
+      cache_spans(s, plan);
+    }
     return true;
   };
   // A layered prompt is resident and not through every layer yet: the next one waits.
@@ -469,15 +530,33 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
     if (layered(s) && layering) break;  // one at a time, FCFS
-    const size_t first = layered(s) ? layers_cost(s, 1) : chunk_end(s, 0);
-    if (prefill_tokens > 0 && prefill_tokens + first > budget) break;
+    attach_prefix(s);
+    auto refuse = [&] {
+      drop_prefix(s);
+      s.prefilled = 0;
+    };
+    const size_t first =
+        layered(s) ? layers_cost(s, 1) : chunk_end(s, s.prefilled) - s.prefilled;
+    if (prefill_tokens > 0 && prefill_tokens + first > budget) {
+      refuse();
+      break;
+    }
     std::vector<size_t> reserve(P), need = extra;
     for (size_t r = 0; r < P; ++r) {
       reserve[r] = blocks(r, s);  // kept is empty: the reservation
       need[r] += reserve[r];
     }
-    if (!fits(need)) break;
+    while (!fits(need) && evict_span(plan, used)) {
+    }
+    if (!fits(need)) {
+      refuse();
+      break;
+    }
     for (size_t r = 0; r < P; ++r) used[r] += reserve[r];
+    if (prefix_eligible(s)) {
+      prefix_->count(s.prompt.size(), s.prefilled);
+      if (s.preemptions == 0) s.cached_tokens = s.prefilled;
+    }
     resident_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     s.phase = SeqPhase::kPrefilling;
@@ -488,6 +567,9 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     start.lookahead = static_cast<uint32_t>(s.lookahead);
     start.compression = s.compression;
     plan.start.push_back(start);
+    for (size_t i = 0; i < s.prefix.size(); ++i) {
+      plan.prefix_attach.push_back(PrefixLink{s.id, s.prefix[i], i});
+    }
     layering = layering || layered(s);
     schedule_chunk(s);
   }

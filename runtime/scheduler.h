@@ -35,6 +35,14 @@
 // sample and counted once, each sample's partial last blocks and generated tokens are its own.
 // A sample preempted, or whose source ended before the fork, prefills its prompt alone.
 //
+// Prefix caching (ServingConfig::prefix_caching; runtime/prefix_cache.h): a prompt kept whole
+// starts from the cached spans of an earlier prompt with the same beginning, referenced rather
+// than computed (its first chunk starts after them; at least its last token is computed), and
+// its own full spans become cached with its last chunk. Cached spans nobody references stay
+// until the pool needs their room: admissions and decodes short of blocks evict them, least
+// recently used first, before anything is preempted. They are accounted like a sequence's
+// blocks, once, on every rank.
+//
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
 // (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
 // chunks of tokens or waits for look-ahead, else what its policy keeps; then its kept tokens
@@ -52,6 +60,7 @@
 
 #include "model/config.h"
 #include "model/shard.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/step_plan.h"
 
 namespace adakv::runtime {
@@ -98,6 +107,11 @@ struct ScheduledSeq {
   uint64_t sample_of = 0;
   // The compressed prompt blocks it references with the other samples (null: its own only).
   std::shared_ptr<SharedPrompt> shared;
+  // Prefix caching: whether its prompt may start from cached spans and leave its own (the engine
+  // decides: a prompt kept whole, without prompt logprobs, of one sample).
+  bool cache_prefix = false;
+  std::vector<uint64_t> prefix;  // keys of the cached spans its cache starts with, in order
+  size_t cached_tokens = 0;      // prompt tokens its first admission found cached
   // Plans in flight with an entry of it (pipeline stages: Scheduler::landed). Until they land
   // it gets no entry that needs their results, and it is not preempted.
   size_t in_flight = 0;
@@ -158,6 +172,10 @@ class Scheduler {
   // release and every resident sequence is compressed.
   bool accounts_exactly() const;
   bool releases_pending() const { return !to_release_.empty(); }
+  // Blocks of cached prompt spans on `rank` (all of them, or only those no sequence references).
+  size_t cached_blocks(size_t rank, bool unreferenced_only) const;
+  // Prefix cache lookups and hits (zero when prefix caching is off).
+  PrefixCacheStats prefix_stats() const;
   size_t capacity_blocks() const { return config_.kv_pool_blocks; }
   const ServingConfig& config() const { return config_; }
 
@@ -191,6 +209,20 @@ class Scheduler {
   void preempt(ScheduledSeq& s, StepPlan& plan);
   // Layers `rank` holds (its pipeline stage's).
   size_t layers(size_t rank) const;
+  // Blocks one cached span takes on `rank`: one per layer and KV head it holds.
+  size_t span_blocks(size_t rank) const { return layers(rank) * rank_heads_[rank].size(); }
+  // Evicts the cached span to go first into `plan`, giving its blocks back in `used`; false when
+  // every cached span is referenced.
+  bool evict_span(StepPlan& plan, std::vector<size_t>& used);
+  // s no longer references its cached spans (it left the pool).
+  void drop_prefix(ScheduledSeq& s);
+  // True when s's prompt may start from cached spans and leave its own: prefix caching is on,
+  // the engine allows it, and the prompt is kept whole.
+  bool prefix_eligible(const ScheduledSeq& s) const;
+  // Looks up s's prompt at admission: its cached spans, referenced, and where its prefill starts.
+  void attach_prefix(ScheduledSeq& s);
+  // s's last prompt chunk is planned: its full spans not cached yet become cached after it runs.
+  void cache_spans(ScheduledSeq& s, StepPlan& plan);
 
   ServingConfig config_;
   size_t n_layers_, n_kv_heads_;
@@ -203,6 +235,8 @@ class Scheduler {
   std::vector<uint64_t> to_report_, to_release_;
   size_t admissions_ = 0;
   SchedulerStats stats_;
+  std::unique_ptr<PrefixCache> prefix_;  // null: prefix caching off
+  uint64_t tick_ = 0;                    // schedule() calls: the cache's clock
 };
 
 }  // namespace adakv::runtime

@@ -28,7 +28,9 @@ std::string encode_plan(const StepPlan& p) {
   wire::Writer w;
   w.put_vector(p.report);
   w.put_vector(p.release);
+  w.put_vector(p.prefix_evict);
   w.put_vector(p.start);
+  w.put_vector(p.prefix_attach);
   w.put_vector(p.end_lookahead);
   w.put_vector(p.fork);
   w.put_vector(p.gather_scores);
@@ -41,6 +43,7 @@ std::string encode_plan(const StepPlan& p) {
     w.put(e.layer_begin);
     w.put(e.layer_end);
   }
+  w.put_vector(p.prefix_insert);
   return w.take();
 }
 
@@ -49,8 +52,10 @@ StepPlan decode_plan(const std::string& bytes) {
   StepPlan p;
   p.report = in.get_vector<uint64_t>();
   p.release = in.get_vector<uint64_t>();
+  p.prefix_evict = in.get_vector<uint64_t>();
   p.start = in.get_vector<SequenceStart>();
   for (const auto& s : p.start) in.check_bool(s.record_scores);
+  p.prefix_attach = in.get_vector<PrefixLink>();
   p.end_lookahead = in.get_vector<uint64_t>();
   p.fork = in.get_vector<SequenceFork>();
   for (const auto& f : p.fork) in.check_bool(f.share);
@@ -66,6 +71,7 @@ StepPlan decode_plan(const std::string& bytes) {
     e.layer_begin = in.get<uint32_t>();
     e.layer_end = in.get<uint32_t>();
   }
+  p.prefix_insert = in.get_vector<PrefixLink>();
   if (!in.done()) in.fail("trailing bytes");
   return p;
 }

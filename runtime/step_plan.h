@@ -22,6 +22,9 @@ struct ServingConfig {
   // Prompts longer than this are prefilled in chunks of it (the last chunk holds the window);
   // the boundaries depend only on the prompt, so a recomputed prompt meets the same ones.
   size_t prefill_chunk = 512;
+  // Full blocks of prompts that keep every token stay cached for later prompts with the same
+  // beginning (runtime/prefix_cache.h), until the pool needs them.
+  bool prefix_caching = true;
   // Throws std::invalid_argument naming the bad field.
   void validate() const;
 };
@@ -50,6 +53,14 @@ struct SequenceFork {
   bool share = false;
 };
 
+// A cached prompt span (runtime/prefix_cache.h) and a sequence: in prefix_attach, the sequence
+// starts with the span as its span `index`; in prefix_insert, its span `index` becomes cached.
+struct PrefixLink {
+  uint64_t id = 0;
+  uint64_t key = 0;
+  uint64_t index = 0;
+};
+
 // One sequence's rows of the step's forward.
 struct StepEntry {
   uint64_t id = 0;
@@ -67,16 +78,22 @@ struct StepEntry {
 struct StepPlan {
   std::vector<uint64_t> report;         // collective KV reports of these, first
   std::vector<uint64_t> release;        // caches freed (finished, aborted or preempted)
+  std::vector<uint64_t> prefix_evict;   // cached spans forgotten, after the releases
   std::vector<SequenceStart> start;     // caches created
+  // Cached spans each new cache starts with, in order (after the starts).
+  std::vector<PrefixLink> prefix_attach;
   std::vector<uint64_t> end_lookahead;  // compress_after_lookahead() before the forward
   std::vector<SequenceFork> fork;       // forked after end_lookahead, before the forward
   // Recording sequences whose window scores every rank gathers, after the forks (collective).
   std::vector<uint64_t> gather_scores;
   std::vector<StepEntry> entries;  // one ragged forward (none: no forward)
+  // Spans of the forward's prompts that become cached, once it ran.
+  std::vector<PrefixLink> prefix_insert;
 
   bool empty() const {
-    return report.empty() && release.empty() && start.empty() && end_lookahead.empty() &&
-           fork.empty() && gather_scores.empty() && entries.empty();
+    return report.empty() && release.empty() && prefix_evict.empty() && start.empty() &&
+           prefix_attach.empty() && end_lookahead.empty() && fork.empty() &&
+           gather_scores.empty() && entries.empty() && prefix_insert.empty();
   }
   size_t tokens() const;
 };

@@ -241,11 +241,19 @@ void Worker::configure_steps(const ServingConfig& config) {
   drive(command, [&] { run_configure_steps(config); });
 }
 
+void Worker::drop_cached_spans() {
+  for (const auto& [key, ids] : cached_spans_) {
+    for (int32_t id : ids) step_pool_->release(id);
+  }
+  cached_spans_.clear();
+}
+
 void Worker::run_configure_steps(const ServingConfig& config) {
   if (!launched_.empty()) {
     throw std::logic_error("configure_steps() while steps launched are not finished");
   }
   step_seqs_.clear();
+  drop_cached_spans();
   step_pool_.reset();
   const kernels::KvBlockLayout layout{config.block_tokens, model_.local_config().head_dim,
                                       config.kv_dtype};
@@ -316,6 +324,12 @@ StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
     result.reports.push_back(std::move(r));
   }
   for (uint64_t id : plan.release) step_seqs_.erase(id);
+  for (uint64_t key : plan.prefix_evict) {
+    const auto it = cached_spans_.find(key);
+    if (it == cached_spans_.end()) throw std::logic_error("step plan evicts a span not cached");
+    for (int32_t id : it->second) step_pool_->release(id);
+    cached_spans_.erase(it);
+  }
   for (const auto& start : plan.start) {
     StepSequence s;
     s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
@@ -323,6 +337,19 @@ StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
     s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
     s.prompt_tokens = start.prompt_tokens;
     step_seqs_[start.id] = std::move(s);
+  }
+  // Each new cache's cached spans, in order (the links of one sequence are consecutive).
+  for (size_t i = 0; i < plan.prefix_attach.size();) {
+    const uint64_t id = plan.prefix_attach[i].id;
+    std::vector<const std::vector<int32_t>*> spans;
+    for (; i < plan.prefix_attach.size() && plan.prefix_attach[i].id == id; ++i) {
+      const auto it = cached_spans_.find(plan.prefix_attach[i].key);
+      if (it == cached_spans_.end() || plan.prefix_attach[i].index != spans.size()) {
+        throw std::logic_error("step plan attaches a span not cached, or out of order");
+      }
+      spans.push_back(&it->second);
+    }
+    seq(id).cache->attach_spans(spans);
   }
   for (uint64_t id : plan.end_lookahead) {
     StepSequence& s = seq(id);
@@ -395,6 +422,13 @@ StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
     StepSequence& s = seq(e.id);
     if (e.layer_end >= L) s.residual.reset();
     note_compressed(e.id, s);
+  }
+  for (const auto& link : plan.prefix_insert) {
+    std::vector<int32_t> ids = seq(link.id).cache->span_blocks(link.index);
+    for (int32_t id : ids) step_pool_->share(id);
+    if (!cached_spans_.emplace(link.key, std::move(ids)).second) {
+      throw std::logic_error("step plan caches a span twice");
+    }
   }
   return result;
 }

@@ -71,6 +71,7 @@ struct GenerateResult {
   double decode_s = 0;
   double ttft_s = 0;       // serving loop: from the request's arrival to its first token
   size_t preemptions = 0;  // serving loop: times it was preempted and recomputed
+  size_t cached_tokens = 0;  // serving loop: prompt tokens found cached, not computed
   // KV memory at the end of generation, in the pool's dtype, block rounding included:
   size_t kv_full_bytes = 0;                // what the uncompressed cache would hold
   size_t kv_kept_bytes = 0;                // what the sequence holds
@@ -248,6 +249,11 @@ class Worker {
   bool shut_down_ = false;
   std::unique_ptr<BlockPool> step_pool_;
   std::map<uint64_t, StepSequence> step_seqs_;
+  // Cached prompt spans (runtime/prefix_cache.h) by key: their blocks in the step pool
+  // (PagedKvCache::span_blocks), one reference each held here.
+  std::map<uint64_t, std::vector<int32_t>> cached_spans_;
+  // Forgets every cached span, giving its blocks back.
+  void drop_cached_spans();
   // Rank 0: the steps launched and not finished, oldest first.
   struct LaunchedStep {
     StepResult result;

@@ -121,6 +121,51 @@ void PagedKvCache::begin_prompt(size_t n_prompt, bool defer_scoring) {
   defer_scoring_ = defer_scoring;
 }
 
+std::vector<int32_t> PagedKvCache::span_blocks(size_t index) const {
+  const size_t bt = pool_.layout().block_tokens;
+  std::vector<int32_t> ids;
+  for (size_t l = 0; l < model_.n_layers; ++l) {
+    if (!compressor_.group().holds(l)) continue;
+    for (const HeadTable& head : heads_[l]) {
+      if (head.length < (index + 1) * bt || head.blocks.size() <= index) {
+        throw std::logic_error("span_blocks: span " + std::to_string(index) +
+                               " is not in the blocks of every head");
+      }
+      ids.push_back(head.blocks[index]);
+    }
+  }
+  return ids;
+}
+
+void PagedKvCache::attach_spans(const std::vector<const std::vector<int32_t>*>& spans) {
+  const size_t bt = pool_.layout().block_tokens, tokens = spans.size() * bt;
+  if (position_ != 0 || !report_.kept.empty() || tokens >= prompt_n_) {
+    throw std::logic_error(
+        "attach_spans: needs an announced prompt longer than the spans, before its first forward");
+  }
+  init_prompt(prompt_n_);
+  for (size_t l = 0; l < model_.n_layers; ++l) {
+    if (!compressor_.group().holds(l)) continue;
+    for (size_t g = 0; g < model_.n_kv_heads; ++g) {
+      HeadTable& head = heads_[l][g];
+      for (const auto* span : spans) {
+        const int32_t id = span->at(head_index(l, g));
+        pool_.share(id);
+        head.blocks.push_back(id);
+      }
+      head.length = static_cast<uint32_t>(tokens);
+    }
+    sync_layer(l);
+  }
+  position_ = tokens;
+}
+
+size_t PagedKvCache::head_index(size_t layer, size_t head) const {
+  size_t held = 0;
+  for (size_t l = 0; l < layer; ++l) held += compressor_.group().holds(l);
+  return held * model_.n_kv_heads + head;
+}
+
 void PagedKvCache::init_prompt(size_t n) {
   report_.prompt_tokens = n;
   report_.kept.assign(model_.n_layers, std::vector<size_t>(model_.n_kv_heads, n));
@@ -182,6 +227,9 @@ void PagedKvCache::finish_layer(size_t layer, const float* q, size_t q_stride, s
   }
   if (prompt_n_ == 0 || position_ == 0 || position_ >= prompt_n_) return;
   if (position_ + n != prompt_n_) return;  // a middle chunk: nothing to score yet
+  // A prompt kept whole scores nothing: its last chunk may be of any size (after cached spans,
+  // a few tokens).
+  if (!compressor_.records() && !awaiting_lookahead() && !compressor_.evicts(prompt_n_)) return;
   const size_t W = config().window;
   if (prompt_n_ > W && n < W) {
     throw std::logic_error("the last prompt chunk (" + std::to_string(n) +

@@ -72,6 +72,15 @@ class PagedKvCache : public model::KvCache {
   // decoded tokens' are kept until compress_after_lookahead() scores and compacts. Call before
   // the first forward.
   void begin_prompt(size_t n_prompt, bool defer_scoring);
+  // Prefix caching (runtime/prefix_cache.h): the pool block ids of the prompt's span `index`
+  // (its tokens [index * block_tokens, (index + 1) * block_tokens)), for each layer this cache
+  // holds, then each KV head. Requires the span in the blocks and never compacted (a cache that
+  // keeps every prompt token).
+  std::vector<int32_t> span_blocks(size_t index) const;
+  // Starts the announced prompt (begin_prompt) with cached spans (span_blocks() of earlier
+  // caches, in prompt order), referenced rather than computed: the prompt's next rows follow
+  // them, as a later chunk. Call before the first forward.
+  void attach_spans(const std::vector<const std::vector<int32_t>*>& spans);
   // Look-ahead done: scores every layer from the window's and the look-ahead tokens' queries,
   // rolls the cache back to the prompt, and compacts it in place under this cache's policy
   // (a recording cache keeps every row: finish_lookahead()).
@@ -164,6 +173,8 @@ class PagedKvCache : public model::KvCache {
   // kept[g] of head g), allocating blocks: their slots go to slots[row * Hkv + g].
   void place_rows(size_t layer, size_t n, const std::vector<std::vector<uint32_t>>* kept,
                   int32_t* slots);
+  // Index of [layer][head] among the heads of the layers this cache holds (span_blocks order).
+  size_t head_index(size_t layer, size_t head) const;
   // Slot of row `row` of a head (its block must exist).
   int32_t slot(const HeadTable& head, size_t row) const;
   // Writes the layer's new block ids and its lengths into the pool's table.

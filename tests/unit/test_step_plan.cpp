@@ -22,6 +22,9 @@ StepPlan sample() {
   s.compression.budget_tokens = 128;
   p.start = {s};
   p.end_lookahead = {5};
+  p.prefix_evict = {0xfeedULL};
+  p.prefix_attach = {{11, 0xabcULL, 0}, {11, 0xdefULL, 1}};
+  p.prefix_insert = {{5, 0x123ULL, 2}};
   p.entries = {{11, {1, 2, 3}, false}, {5, {49151}, true}};
   p.entries[1].layer_begin = 7;
   p.entries[1].layer_end = 12;
@@ -44,6 +47,14 @@ TEST(StepPlan, RoundTripsThroughTheEngineCommand) {
   EXPECT_EQ(p.start[0].compression.policy, compression::Policy::kSnapKV);
   EXPECT_EQ(p.start[0].compression.budget_tokens, 128u);
   EXPECT_EQ(p.end_lookahead, c.plan.end_lookahead);
+  EXPECT_EQ(p.prefix_evict, c.plan.prefix_evict);
+  ASSERT_EQ(p.prefix_attach.size(), 2u);
+  EXPECT_EQ(p.prefix_attach[1].id, 11u);
+  EXPECT_EQ(p.prefix_attach[1].key, 0xdefULL);
+  EXPECT_EQ(p.prefix_attach[1].index, 1u);
+  ASSERT_EQ(p.prefix_insert.size(), 1u);
+  EXPECT_EQ(p.prefix_insert[0].key, 0x123ULL);
+  EXPECT_EQ(p.prefix_insert[0].index, 2u);
   ASSERT_EQ(p.entries.size(), 2u);
   EXPECT_EQ(p.entries[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_FALSE(p.entries[0].logits);
@@ -62,7 +73,9 @@ TEST(StepPlan, ConfigureRoundTrips) {
   c.serving.kv_pool_blocks = 12345;
   c.serving.kv_dtype = kernels::KvDtype::kBF16;
   c.serving.prefill_chunk = 256;
+  c.serving.prefix_caching = false;
   const auto d = decode_command(encode_command(c));
+  EXPECT_FALSE(d.serving.prefix_caching);
   EXPECT_EQ(d.serving.kv_pool_blocks, 12345u);
   EXPECT_EQ(d.serving.kv_dtype, kernels::KvDtype::kBF16);
   EXPECT_EQ(d.serving.prefill_chunk, 256u);
@@ -82,7 +95,7 @@ TEST(StepPlan, RefusesBytesThatAreNoBool) {
   StepPlan entry_only;
   entry_only.entries = {{11, {1}, true}};
   std::string bytes = encode_plan(entry_only);
-  const size_t logits_at = 7 * 8 + 8 + 8 + 4;  // six empty lists, the entry count, id, tokens
+  const size_t logits_at = 9 * 8 + 8 + 8 + 4;  // eight empty lists, the entry count, id, tokens
   ASSERT_EQ(bytes[logits_at], 1);
   bytes[logits_at] = 2;
   EXPECT_THROW(decode_plan(bytes), std::runtime_error);
@@ -91,7 +104,7 @@ TEST(StepPlan, RefusesBytesThatAreNoBool) {
   start_only.start = {SequenceStart{}};
   start_only.start[0].record_scores = true;
   bytes = encode_plan(start_only);
-  const size_t record_at = 3 * 8 + offsetof(SequenceStart, record_scores);
+  const size_t record_at = 4 * 8 + offsetof(SequenceStart, record_scores);
   ASSERT_EQ(bytes[record_at], 1);
   bytes[record_at] = 2;
   EXPECT_THROW(decode_plan(bytes), std::runtime_error);

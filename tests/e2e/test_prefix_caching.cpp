@@ -1,0 +1,188 @@
+// Prefix caching in the serving loop on the real model: a prompt that starts like an earlier
+// one takes its cached spans instead of computing them, and gives the tokens a cold cache
+// gives; cached spans nobody uses make room for new prompts before anything is preempted; the
+// pool's blocks are all free or cached once every request ended. Float decode dots, as in
+// StepEngine: a prompt computed after cached spans differs from one computed whole only by
+// float32 rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/quant.h"
+#include "runtime/engine.h"
+#include "runtime/worker.h"
+#include "tests/e2e/model_fixture.h"
+
+namespace {
+
+using adakv::compression::CompressionConfig;
+using adakv::compression::Policy;
+using adakv::runtime::Engine;
+using adakv::runtime::GenerateRequest;
+using adakv::runtime::GenerateResult;
+using adakv::runtime::ServingConfig;
+using adakv::runtime::Worker;
+
+class PrefixCaching : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kFloatDots);
+    engine_ = new Worker(adakv::test::model_path());
+    std::ifstream in("/usr/share/common-licenses/GPL-3");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text_ = new std::vector<int32_t>(engine_->tokenizer().encode(ss.str()));
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    delete text_;
+    adakv::kernels::set_decode_dots(adakv::kernels::MatmulPath::kInt16Dots);
+  }
+  static std::vector<int32_t> text(size_t offset, size_t n) {
+    return {text_->begin() + offset, text_->begin() + offset + n};
+  }
+  static GenerateRequest request(std::vector<int32_t> prompt, Policy policy = Policy::kFull) {
+    GenerateRequest r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = 12;
+    r.stop_at_eos = false;
+    r.compression.policy = policy;
+    r.compression.budget_ratio = 0.2;
+    return r;
+  }
+  static ServingConfig serving(size_t blocks, bool caching) {
+    ServingConfig c;
+    c.kv_pool_blocks = blocks;
+    c.max_num_seqs = 8;
+    c.max_num_batched_tokens = 1024;
+    c.prefill_chunk = 256;
+    c.prefix_caching = caching;
+    return c;
+  }
+  struct Run {
+    std::vector<GenerateResult> results;
+    std::vector<std::vector<std::vector<float>>> logits;  // [request][step][vocab]
+    adakv::runtime::PrefixCacheStats stats;
+    size_t preemptions = 0;
+  };
+  // The requests through one loop, each added once the one before it ended (`one_by_one`) or
+  // all at once; the pool is checked after every step and once idle.
+  static Run run(const std::vector<GenerateRequest>& reqs, const ServingConfig& config,
+                 bool one_by_one) {
+    Run out;
+    out.results.resize(reqs.size());
+    out.logits.resize(reqs.size());
+    Engine loop(*engine_, config);
+    auto add = [&](size_t i) {
+      adakv::runtime::Request r;
+      r.generate = reqs[i];
+      r.on_logits = [&out, i](const float* lg, size_t v) {
+        out.logits[i].emplace_back(lg, lg + v);
+      };
+      r.on_done = [&out, i](GenerateResult&& g) { out.results[i] = std::move(g); };
+      loop.add(std::move(r));
+    };
+    auto drain = [&] {
+      while (loop.has_work()) {
+        loop.step();
+        const auto& sched = loop.scheduler();
+        const size_t used = config.kv_pool_blocks - loop.free_blocks();
+        if (!sched.releases_pending()) EXPECT_LE(used, sched.used_blocks(0));
+        if (sched.accounts_exactly()) EXPECT_EQ(used, sched.used_blocks(0));
+        EXPECT_LE(used, config.kv_pool_blocks);
+      }
+    };
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      add(i);
+      if (one_by_one) drain();
+    }
+    drain();
+    EXPECT_EQ(loop.free_blocks() + loop.cached_free_blocks(), config.kv_pool_blocks)
+        << "blocks lost";
+    EXPECT_EQ(loop.scheduler().cached_blocks(0, true), loop.scheduler().cached_blocks(0, false))
+        << "a span is still referenced with every request ended";
+    out.stats = loop.scheduler().prefix_stats();
+    out.preemptions = loop.stats().preemptions;
+    return out;
+  }
+  // Same greedy tokens; every step's logits within `tol` up to the first difference.
+  static void expect_same(const Run& a, const Run& b, size_t i, double tol) {
+    const auto& ta = a.results[i].tokens;
+    const auto& tb = b.results[i].tokens;
+    EXPECT_EQ(ta, tb) << "request " << i;
+    double worst = 0;
+    for (size_t s = 0; s < std::min(a.logits[i].size(), b.logits[i].size()); ++s) {
+      for (size_t v = 0; v < a.logits[i][s].size(); ++v) {
+        worst = std::max(worst, double(std::fabs(a.logits[i][s][v] - b.logits[i][s][v])));
+      }
+      if (s < ta.size() && s < tb.size() && ta[s] != tb[s]) break;
+    }
+    EXPECT_LE(worst, tol) << "request " << i;
+  }
+  static Worker* engine_;
+  static std::vector<int32_t>* text_;
+};
+Worker* PrefixCaching::engine_ = nullptr;
+std::vector<int32_t>* PrefixCaching::text_ = nullptr;
+
+// One 600-token document, five questions after it (one request at a time): every request after
+// the first computes only its question, and each gives the tokens a cold cache gives.
+TEST_F(PrefixCaching, PromptsWithTheSameBeginningComputeOnlyTheirOwnTokens) {
+  const auto doc = text(0, 600);
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 5; ++i) {
+    auto p = doc;
+    const auto q = text(2000 + 97 * i, 20 + 7 * i);
+    p.insert(p.end(), q.begin(), q.end());
+    reqs.push_back(request(p));
+  }
+  const size_t blocks = 30 * 3 * 8 * 64;  // layers x KV heads x 8 prompts of 1024 tokens
+  const Run cold = run(reqs, serving(blocks, false), true);
+  const Run warm = run(reqs, serving(blocks, true), true);
+  const size_t spans = 600 / 16;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(cold.results[i].cached_tokens, 0u);
+    EXPECT_EQ(warm.results[i].cached_tokens, i == 0 ? 0u : spans * 16) << "request " << i;
+    expect_same(warm, cold, i, 1e-3);
+  }
+  EXPECT_EQ(cold.stats.queried_tokens, 0u);
+  size_t queried = 0;
+  for (const auto& r : reqs) queried += r.prompt.size();
+  EXPECT_EQ(warm.stats.queried_tokens, queried);
+  EXPECT_EQ(warm.stats.hit_tokens, 4 * spans * 16);
+}
+
+// A prompt that compresses neither takes nor leaves cached spans (compaction would rewrite
+// them); a full-cache prompt after it still finds the first one's.
+TEST_F(PrefixCaching, CompressedPromptsNeitherTakeNorLeaveSpans) {
+  const auto doc = text(100, 500);
+  std::vector<GenerateRequest> reqs = {request(doc, Policy::kFull),
+                                       request(doc, Policy::kAdaKV),
+                                       request(doc, Policy::kFull)};
+  const Run warm = run(reqs, serving(30 * 3 * 512, true), true);
+  EXPECT_EQ(warm.results[0].cached_tokens, 0u);
+  EXPECT_EQ(warm.results[1].cached_tokens, 0u);
+  EXPECT_EQ(warm.results[2].cached_tokens, (499 / 16) * 16u);  // the last token is computed
+  EXPECT_EQ(warm.stats.queried_tokens, 1000u);
+  EXPECT_EQ(warm.results[0].tokens, warm.results[2].tokens);
+}
+
+// A pool that holds about two of the prompts: the spans the finished prompts left are evicted
+// for each new one (never a running sequence preempted for them), the tokens are the cold
+// cache's, and the blocks all come back.
+TEST_F(PrefixCaching, UnusedSpansMakeRoomBeforeAnythingIsPreempted) {
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 6; ++i) reqs.push_back(request(text(300 * i, 400)));
+  const size_t blocks = 30 * 3 * (2 * 416 / 16);
+  const Run cold = run(reqs, serving(blocks, false), true);
+  const Run warm = run(reqs, serving(blocks, true), true);
+  EXPECT_EQ(warm.preemptions, 0u);
+  for (size_t i = 0; i < reqs.size(); ++i) expect_same(warm, cold, i, 1e-3);
+  // All at once too: admissions wait for blocks as without caching.
+  const Run together = run(reqs, serving(blocks, true), false);
+  for (size_t i = 0; i < reqs.size(); ++i) expect_same(together, cold, i, 1e-3);
+}
+
+}  // namespace
