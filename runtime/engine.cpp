@@ -32,6 +32,24 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
   seq->compression = req.compression;
   seq->max_new = max_new;
   seq->lookahead = engine_.lookahead_steps(req.compression, req.prompt.size());
+  if (req.context_tokens > 0) {
+    const size_t c = req.context_tokens, n = req.prompt.size();
+    if (c >= n) {
+      throw std::invalid_argument("the context (" + std::to_string(c) +
+                                  " tokens) must be shorter than the prompt (" +
+                                  std::to_string(n) + "): what follows it is the question");
+    }
+    if (req.prompt_logprobs) {
+      throw std::invalid_argument(
+          "prompt logprobs need every prompt row computed; a compressed context's are not");
+    }
+    // A context the policy keeps whole is a prompt like any other: prefix caching reuses it.
+    const auto& p = req.compression;
+    if (p.policy != compression::Policy::kFull && !p.keeps_everything(c)) {
+      seq->context_tokens = c;
+      seq->lookahead = 0;  // the context is scored by its own last tokens only
+    }
+  }
   return seq;
 }
 
@@ -72,6 +90,12 @@ std::vector<uint64_t> Engine::add_samples(std::vector<Request> samples) {
     for (const auto& s : r.stop) {
       if (s.empty()) throw std::invalid_argument("a stop string is empty");
     }
+  }
+  if (first.context_tokens > 0) {
+    // Each sample forks from the cached context and appends the question itself.
+    std::vector<uint64_t> ids;
+    for (auto& r : samples) ids.push_back(add(std::move(r)));
+    return ids;
   }
   std::vector<uint64_t> ids{add(std::move(samples.front()))};
   ScheduledSeq& source = *active_.at(ids[0]).seq;
@@ -314,6 +338,13 @@ void Engine::land(InFlight& f) {
   size_t row = 0;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
+    if (scheduler_.is_context(e.id)) {
+      // A context sequence (no request, no logits): cached once compressed.
+      if (kinds[i] == EntryKind::kLastPrefillChunk) {
+        scheduler_.context_compressed(e.id, result.kept.at(e.id));
+      }
+      continue;
+    }
     Active& a = active_.at(e.id);
     ScheduledSeq& s = *a.seq;
     if (kinds[i] == EntryKind::kLastPrefillChunk) {

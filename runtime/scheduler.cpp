@@ -80,13 +80,149 @@ bool Scheduler::evict_span(StepPlan& plan, std::vector<size_t>& used) {
 }
 
 size_t Scheduler::cached_blocks(size_t rank, bool unreferenced_only) const {
-  if (!prefix_) return 0;
-  return (unreferenced_only ? prefix_->unreferenced_spans() : prefix_->spans()) *
-         span_blocks(rank);
+  size_t n = 0;
+  if (prefix_) {
+    n = (unreferenced_only ? prefix_->unreferenced_spans() : prefix_->spans()) *
+        span_blocks(rank);
+  }
+  // The contexts' own blocks, and their shared ones where no request holds them too.
+  for (const auto& c : contexts_) {
+    const bool alone = c.seq->shared->holders == 1;
+    if (unreferenced_only && !alone) continue;
+    n += blocks(rank, *c.seq) + (alone ? shared_blocks(rank, *c.seq->shared) : 0);
+  }
+  return n;
 }
 
 PrefixCacheStats Scheduler::prefix_stats() const {
-  return prefix_ ? prefix_->stats() : PrefixCacheStats{};
+  PrefixCacheStats st = prefix_ ? prefix_->stats() : PrefixCacheStats{};
+  st.queried_tokens += context_stats_.queried_tokens;
+  st.hit_tokens += context_stats_.hit_tokens;
+  return st;
+}
+
+bool Scheduler::fits(const std::vector<size_t>& used, const std::vector<size_t>& extra) const {
+  for (size_t r = 0; r < used.size(); ++r) {
+    if (used[r] + extra[r] > config_.kv_pool_blocks) return false;
+  }
+  return true;
+}
+
+bool Scheduler::evict_context(StepPlan& plan, std::vector<size_t>& used) {
+  auto victim = contexts_.end();
+  for (auto it = contexts_.begin(); it != contexts_.end(); ++it) {
+    if (it->seq->shared->holders > 1) continue;  // a request forked from it still holds it
+    if (victim == contexts_.end() || it->last_used < victim->last_used) victim = it;
+  }
+  if (victim == contexts_.end()) return false;
+  for (size_t r = 0; r < used.size(); ++r) used[r] -= freed_by(r, *victim->seq);
+  drop_share(*victim->seq);
+  plan.release.push_back(victim->seq->id);
+  contexts_.erase(victim);
+  return true;
+}
+
+void Scheduler::context_compressed(uint64_t id, const std::vector<std::vector<size_t>>& kept) {
+  const auto it = std::find_if(resident_.begin(), resident_.end(),
+                               [id](const auto& p) { return p->id == id; });
+  if (it == resident_.end() || !(*it)->is_context) {
+    throw std::logic_error("context_compressed: " + std::to_string(id) +
+                           " is no resident context sequence");
+  }
+  auto seq = *it;
+  resident_.erase(it);
+  set_kept(*seq, kept);
+  seq->shared = std::make_shared<SharedPrompt>(SharedPrompt{seq->kept, 1});
+  contexts_.push_back(CachedContext{std::move(seq), tick_});
+}
+
+Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& plan,
+                                                   std::vector<EntryKind>& kinds,
+                                                   std::vector<size_t>& used,
+                                                   const std::vector<size_t>& extra,
+                                                   size_t& prefill_tokens) {
+  const size_t c = s.context_tokens, P = used.size();
+  auto starts_s = [&](const std::vector<int32_t>& p) {
+    return p.size() <= c && std::equal(p.begin(), p.end(), s.prompt.begin());
+  };
+  // The longest cached context that s's context starts with, within the tail.
+  CachedContext* best = nullptr;
+  for (auto& e : contexts_) {
+    const auto& p = e.seq->prompt;
+    if (!(e.seq->compression == s.compression) || !starts_s(p) || c - p.size() > config_.context_tail)
+      continue;
+    if (!best || p.size() > best->seq->prompt.size()) best = &e;
+  }
+  if (!best) {
+    // Its context is being compressed already (for another request, or for it before a
+    // preemption): it waits for it, which goes first when it waits in the queue too.
+    auto building = [&](const std::shared_ptr<ScheduledSeq>& q) {
+      return q->is_context && q->compression == s.compression && q->prompt.size() == c &&
+             starts_s(q->prompt);
+    };
+    if (std::any_of(resident_.begin(), resident_.end(), building)) return Admission::kWait;
+    auto ctx = std::find_if(waiting_.begin(), waiting_.end(), building);
+    std::shared_ptr<ScheduledSeq> seq;
+    if (ctx != waiting_.end()) {
+      seq = *ctx;
+      waiting_.erase(ctx);
+    } else {
+      seq = std::make_shared<ScheduledSeq>();
+      seq->id = next_context_id_++;
+      seq->prompt.assign(s.prompt.begin(), s.prompt.begin() + c);
+      seq->compression = s.compression;
+      seq->is_context = true;
+      s.made_context = s.made_context || s.preemptions == 0;
+    }
+    waiting_.push_front(std::move(seq));
+    return Admission::kFrontChanged;
+  }
+  ScheduledSeq& ctx = *best->seq;
+  const size_t n_ctx = ctx.prompt.size(), suffix = s.prompt.size() - n_ctx;
+  if (prefill_tokens > 0 && prefill_tokens + suffix > config_.max_num_batched_tokens) {
+    return Admission::kWait;
+  }
+  s.kept = ctx.kept;
+  s.shared = ctx.shared;
+  ++s.shared->holders;
+  s.suffix = suffix;
+  s.appended = 0;
+  std::vector<size_t> own(P), need = extra;
+  for (size_t r = 0; r < P; ++r) {
+    own[r] = blocks(r, s);
+    need[r] += own[r];
+  }
+  while (!fits(used, need) && evict_cached(plan, used)) {
+  }
+  if (!fits(used, need)) {
+    drop_share(s);
+    s.kept.clear();
+    s.suffix = 0;
+    return Admission::kWait;
+  }
+  for (size_t r = 0; r < P; ++r) used[r] += own[r];
+  best->last_used = tick_;
+  context_stats_.queried_tokens += c;
+  // The request that had its context compressed found nothing cached.
+  const bool made = s.made_context && s.preemptions == 0;
+  context_stats_.hit_tokens += made ? 0 : n_ctx;
+  if (s.preemptions == 0) s.cached_tokens = made ? 0 : n_ctx;
+  resident_.push_back(std::move(waiting_.front()));
+  waiting_.pop_front();
+  s.phase = SeqPhase::kRunning;
+  s.admitted_at = ++admissions_;
+  s.prefilled = s.prompt.size();
+  SequenceFork fork;
+  fork.id = s.id;
+  fork.source = ctx.id;
+  fork.share = true;
+  plan.fork.push_back(fork);
+  // Its question (and the context past the cached one) in one entry, as prompt rows.
+  StepEntry e{s.id, {s.prompt.begin() + n_ctx, s.prompt.end()}, s.output.empty()};
+  plan.entries.push_back(std::move(e));
+  kinds.push_back(EntryKind::kLastPrefillChunk);
+  prefill_tokens += suffix;
+  return Admission::kAdmitted;
 }
 
 size_t Scheduler::layers(size_t rank) const {
@@ -139,7 +275,7 @@ size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
   for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
     for (size_t h : heads) {
       const size_t kept = s.kept[l * n_kv_heads_ + h];
-      n += ceil_div(kept + s.appended, bt) - (s.shared ? kept / bt : 0) - spans;
+      n += ceil_div(kept + s.suffix + s.appended, bt) - (s.shared ? kept / bt : 0) - spans;
     }
   }
   return n;
@@ -156,12 +292,14 @@ size_t Scheduler::shared_blocks(size_t rank, const SharedPrompt& p) const {
 size_t Scheduler::shared_blocks(size_t rank) const {
   std::vector<const SharedPrompt*> seen;
   size_t n = 0;
-  for (const auto& s : resident_) {
-    const SharedPrompt* p = s->shared.get();
-    if (!p || std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+  auto count = [&](const ScheduledSeq& s) {
+    const SharedPrompt* p = s.shared.get();
+    if (!p || std::find(seen.begin(), seen.end(), p) != seen.end()) return;
     seen.push_back(p);
     n += shared_blocks(rank, *p);
-  }
+  };
+  for (const auto& s : resident_) count(*s);
+  for (const auto& c : contexts_) count(*c.seq);
   return n;
 }
 
@@ -207,15 +345,16 @@ size_t Scheduler::growth(size_t rank, const ScheduledSeq& s) const {
   size_t n = 0;
   for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
     for (size_t h : rank_heads_[rank]) {
-      n += (s.kept[l * n_kv_heads_ + h] + s.appended) % config_.block_tokens == 0;
+      n += (s.kept[l * n_kv_heads_ + h] + s.suffix + s.appended) % config_.block_tokens == 0;
     }
   }
   return n;
 }
 
 size_t Scheduler::used_blocks(size_t rank) const {
-  size_t n = shared_blocks(rank) + cached_blocks(rank, false);
+  size_t n = shared_blocks(rank) + (prefix_ ? prefix_->spans() * span_blocks(rank) : 0);
   for (const auto& s : resident_) n += blocks(rank, *s);
+  for (const auto& c : contexts_) n += blocks(rank, *c.seq);
   return n;
 }
 
@@ -274,7 +413,7 @@ void Scheduler::preempt(ScheduledSeq& s, StepPlan& plan) {
   auto keep = *it;
   resident_.erase(it);
   s.phase = SeqPhase::kWaiting;
-  s.prefilled = s.layers_done = s.lookahead_done = s.appended = 0;
+  s.prefilled = s.layers_done = s.lookahead_done = s.appended = s.suffix = 0;
   s.lookahead_next = -1;
   s.kept.clear();
   drop_share(s);
@@ -405,12 +544,6 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   // Blocks held at the start of the step on each rank; `extra` adds what this step's decodes open.
   std::vector<size_t> used(P);
   for (size_t r = 0; r < P; ++r) used[r] = used_blocks(r);
-  auto fits = [&](const std::vector<size_t>& extra) {
-    for (size_t r = 0; r < P; ++r) {
-      if (used[r] + extra[r] > config_.kv_pool_blocks) return false;
-    }
-    return true;
-  };
 
   // Samples whose source was compressed in the last step fork from it before this forward.
   fork_samples(plan, used);
@@ -434,8 +567,8 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     if ((!lookahead && !decodes) || s.in_flight > 0) continue;
     for (size_t r = 0; r < P; ++r) g[r] = extra[r] + growth(r, s);
     bool gone = false, wait = false;
-    while (!fits(g)) {
-      if (evict_span(plan, used)) continue;  // cached spans nobody uses go before any sequence
+    while (!fits(used, g)) {
+      if (evict_cached(plan, used)) continue;  // cached spans nobody uses go before any sequence
       // The newest goes. When it is in flight, s and the rest wait for it to land rather than
       // an older sequence losing its progress in its place (which would let the newest
       // sequences evict the older ones over and over).
@@ -487,7 +620,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     s.layers_done += k;
     e.layer_end = static_cast<uint32_t>(s.layers_done);
     const bool last = s.layers_done == n_layers_;
-    e.logits = last && s.output.empty();
+    e.logits = last && s.output.empty() && !s.is_context;
     e.scored_text = e.logits && s.prompt_logits;
     layered_entry = std::move(e);
     layered_kind = last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk;
@@ -504,7 +637,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     if (prefill_tokens > 0 && prefill_tokens + n > budget) return false;
     const bool last = end == s.prompt.size();
     StepEntry e{s.id, {s.prompt.begin() + s.prefilled, s.prompt.begin() + end}, false};
-    e.logits = last && (s.output.empty() || s.lookahead > 0);
+    e.logits = last && (s.output.empty() || s.lookahead > 0) && !s.is_context;
     if (s.prompt_logits && s.output.empty()) e.logits = e.scored_text = true;
     plan.entries.push_back(std::move(e));
     kinds.push_back(last ? EntryKind::kLastPrefillChunk : EntryKind::kPrefillChunk);
@@ -529,6 +662,12 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   }
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
+    if (s.context_tokens > 0 && !s.is_context) {
+      const Admission a =
+          admit_with_context(s, plan, kinds, used, extra, prefill_tokens);
+      if (a == Admission::kWait) break;
+      continue;
+    }
     if (layered(s) && layering) break;  // one at a time, FCFS
     attach_prefix(s);
     auto refuse = [&] {
@@ -546,9 +685,9 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
       reserve[r] = blocks(r, s);  // kept is empty: the reservation
       need[r] += reserve[r];
     }
-    while (!fits(need) && evict_span(plan, used)) {
+    while (!fits(used, need) && evict_cached(plan, used)) {
     }
-    if (!fits(need)) {
+    if (!fits(used, need)) {
       refuse();
       break;
     }

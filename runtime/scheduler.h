@@ -43,6 +43,15 @@
 // recently used first, before anything is preempted. They are accounted like a sequence's
 // blocks, once, on every rank.
 //
+// Compressed contexts (ScheduledSeq::context_tokens, "compress once, ask many"): a request's
+// context is compressed by a sequence of its own (its prompt the context, scored by the
+// context's own last tokens, never decoding), which stays cached once compressed; the request
+// then forks from it (SequenceFork::share) and appends the rest of its prompt uncompressed, in
+// one entry. A later request whose context starts with a cached one and goes on for at most
+// ServingConfig::context_tail tokens more forks from it too, its extra context appended with its
+// question (a chat's next turn); otherwise its context is compressed anew. A cached context is
+// evicted, least recently used first, when the pool needs room and no request references it.
+//
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
 // (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
 // chunks of tokens or waits for look-ahead, else what its policy keeps; then its kept tokens
@@ -112,6 +121,11 @@ struct ScheduledSeq {
   bool cache_prefix = false;
   std::vector<uint64_t> prefix;  // keys of the cached spans its cache starts with, in order
   size_t cached_tokens = 0;      // prompt tokens its first admission found cached
+  // Compressed context: the first context_tokens prompt tokens (0: none; see above).
+  size_t context_tokens = 0;
+  bool is_context = false;       // the sequence of a cached context: never decodes
+  bool made_context = false;     // its own admission had its context compressed (none cached)
+  size_t suffix = 0;             // tokens appended after the cached context it forked from
   // Plans in flight with an entry of it (pipeline stages: Scheduler::landed). Until they land
   // it gets no entry that needs their results, and it is not preempted.
   size_t in_flight = 0;
@@ -145,6 +159,11 @@ class Scheduler {
   StepPlan schedule(std::vector<EntryKind>& kinds);
   // `plan`'s results are in (its sequences may be planned again on them).
   void landed(const StepPlan& plan);
+  // A context sequence (is_context) was compressed in a step that landed: it keeps `kept` tokens
+  // per [layer][model KV head] and becomes a cached context.
+  void context_compressed(uint64_t id, const std::vector<std::vector<size_t>>& kept);
+  bool is_context(uint64_t id) const { return id >= kFirstContextId; }
+  size_t cached_contexts() const { return contexts_.size(); }
   // After the step ran: a sequence compressed in it takes its kept token counts (rank 0's
   // cache: model_kept_tokens()).
   void set_kept(ScheduledSeq& seq, const std::vector<std::vector<size_t>>& kept);
@@ -172,7 +191,9 @@ class Scheduler {
   // release and every resident sequence is compressed.
   bool accounts_exactly() const;
   bool releases_pending() const { return !to_release_.empty(); }
-  // Blocks of cached prompt spans on `rank` (all of them, or only those no sequence references).
+  // Blocks of cached prompt spans and compressed contexts on `rank` (all of them, or only those
+  // no request references; a context referenced by a request counts its own blocks only when
+  // all are asked for).
   size_t cached_blocks(size_t rank, bool unreferenced_only) const;
   // Prefix cache lookups and hits (zero when prefix caching is off).
   PrefixCacheStats prefix_stats() const;
@@ -223,6 +244,20 @@ class Scheduler {
   void attach_prefix(ScheduledSeq& s);
   // s's last prompt chunk is planned: its full spans not cached yet become cached after it runs.
   void cache_spans(ScheduledSeq& s, StepPlan& plan);
+  // Evicts the least recently used cached context that no request references; false when none.
+  bool evict_context(StepPlan& plan, std::vector<size_t>& used);
+  // Evicts a cached span, else a cached context; false when nothing cached is unreferenced.
+  bool evict_cached(StepPlan& plan, std::vector<size_t>& used) {
+    return evict_span(plan, used) || evict_context(plan, used);
+  }
+  enum class Admission { kAdmitted, kFrontChanged, kWait };
+  // Admits s, the front of the queue, whose context is compressed on its own: it forks from its
+  // cached context and appends the rest of its prompt; or its context's sequence goes in front
+  // of it (kFrontChanged); or it waits (its context is being compressed, or no room).
+  Admission admit_with_context(ScheduledSeq& s, StepPlan& plan, std::vector<EntryKind>& kinds,
+                               std::vector<size_t>& used, const std::vector<size_t>& extra,
+                               size_t& prefill_tokens);
+  bool fits(const std::vector<size_t>& used, const std::vector<size_t>& extra) const;
 
   ServingConfig config_;
   size_t n_layers_, n_kv_heads_;
@@ -236,6 +271,15 @@ class Scheduler {
   size_t admissions_ = 0;
   SchedulerStats stats_;
   std::unique_ptr<PrefixCache> prefix_;  // null: prefix caching off
+  struct CachedContext {
+    std::shared_ptr<ScheduledSeq> seq;  // compressed (kept, shared); not in resident_
+    uint64_t last_used = 0;
+  };
+  std::vector<CachedContext> contexts_;
+  // Context sequences take ids of their own, above any request's.
+  static constexpr uint64_t kFirstContextId = uint64_t(1) << 62;
+  uint64_t next_context_id_ = kFirstContextId;
+  PrefixCacheStats context_stats_;  // context tokens looked up and found compressed
   uint64_t tick_ = 0;                    // schedule() calls: the cache's clock
 };
 

@@ -25,6 +25,10 @@ struct ServingConfig {
   // Full blocks of prompts that keep every token stay cached for later prompts with the same
   // beginning (runtime/prefix_cache.h), until the pool needs them.
   bool prefix_caching = true;
+  // A request's compressed context (GenerateRequest::context_tokens) is reused by a later one
+  // whose context starts with it and goes on for at most this many tokens more (appended
+  // uncompressed); a longer context is compressed anew.
+  size_t context_tail = 1024;
   // Throws std::invalid_argument naming the bad field.
   void validate() const;
 };

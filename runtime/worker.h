@@ -57,6 +57,11 @@ struct GenerateRequest {
   // Also of the prompt's tokens after the first (completions' echo), with `logprobs`
   // alternatives: the prefill computes the logits of every prompt row.
   bool prompt_logprobs = false;
+  // Serving loop: the first context_tokens prompt tokens are a context, compressed on their own
+  // (scored without the rest), kept for later requests with the same context and compression,
+  // and the rest of the prompt is appended uncompressed (0: the whole prompt is compressed as
+  // usual). Must be smaller than the prompt.
+  size_t context_tokens = 0;
   // generate_policies (runtime/policy_fork.h) only: a known answer, teacher-forced after the
   // prompt in each policy's cache (see GenerateResult::reference_nll). Empty: none.
   std::vector<int32_t> reference;

@@ -108,6 +108,7 @@ struct CompressionConfig {
   // shift, GQA aggregation, look-ahead, budget scores, scoring): scores recorded under one serve
   // every policy of the other.
   bool same_scoring(const CompressionConfig& other) const;
+  bool operator==(const CompressionConfig&) const = default;
   // Throws std::invalid_argument naming the bad field (negative or zero budget, ratio > 1,
   // alpha outside [0, 1], even or zero pool kernel, delta 0, beta <= 0, window 0; unless the
   // policy is full: a token budget smaller than the window, a streaming sink not below the

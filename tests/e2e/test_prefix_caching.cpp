@@ -186,3 +186,94 @@ TEST_F(PrefixCaching, UnusedSpansMakeRoomBeforeAnythingIsPreempted) {
 }
 
 }  // namespace
+
+namespace {
+
+// Compressed contexts ("compress once, ask many"): a 1,500-token document compressed by Ada-KV
+// at 20% without the questions, asked five questions.
+class CompressedContexts : public PrefixCaching {
+ protected:
+  static GenerateRequest ask(const std::vector<int32_t>& context, const std::vector<int32_t>& q) {
+    auto p = context;
+    p.insert(p.end(), q.begin(), q.end());
+    GenerateRequest r = request(p, Policy::kAdaKV);
+    r.context_tokens = context.size();
+    return r;
+  }
+  static std::vector<int32_t> question(size_t i) { return text(3000 + 131 * i, 18 + 3 * i); }
+};
+
+// Every question after the first prefills only itself and answers as a request that compresses
+// the same context from scratch (in a loop of its own); the context is held once.
+TEST_F(CompressedContexts, LaterQuestionsPrefillOnlyThemselvesAndAnswerAsFromScratch) {
+  const auto doc = text(0, 1500);
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 5; ++i) reqs.push_back(ask(doc, question(i)));
+  const size_t blocks = 30 * 3 * 8 * 100;
+  const Run warm = run(reqs, serving(blocks, true), true);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(warm.results[i].cached_tokens, i == 0 ? 0u : 1500u) << "question " << i;
+    EXPECT_EQ(warm.results[i].tokens.size(), 12u);
+    const Run scratch = run({reqs[i]}, serving(blocks, true), true);
+    EXPECT_EQ(scratch.results[0].cached_tokens, 0u);
+    EXPECT_EQ(warm.results[i].tokens, scratch.results[0].tokens) << "question " << i;
+    EXPECT_EQ(warm.logits[i], scratch.logits[0]) << "question " << i;
+  }
+  // Compressed: the context's KV is about a fifth of the uncompressed document's.
+  EXPECT_LT(warm.results[1].kv_after_prefill_bytes, 0.4 * warm.results[1].kv_full_after_prefill_bytes);
+  EXPECT_EQ(warm.stats.hit_tokens, 4 * 1500u);
+  // All at once: the first compresses the context, the others wait for it and fork.
+  const Run together = run(reqs, serving(blocks, true), false);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(together.results[i].tokens, warm.results[i].tokens) << "question " << i;
+  }
+}
+
+// A chat of five turns: each turn's context is the previous turn's context, question and answer.
+// A turn reuses the cached context while what it adds stays within the tail, and compresses
+// anew past it; the computed prompt tokens of each turn are its prompt minus the cached ones.
+TEST_F(CompressedContexts, AChatReusesItsContextUntilTheTailGrowsPastTheLimit) {
+  ServingConfig config = serving(30 * 3 * 8 * 100, true);
+  config.context_tail = 80;
+  std::vector<int32_t> context = text(0, 1200);
+  std::vector<size_t> cached, computed;
+  Engine loop(*engine_, config);
+  for (size_t turn = 0; turn < 5; ++turn) {
+    const auto q = question(turn);
+    GenerateResult got;
+    adakv::runtime::Request r;
+    r.generate = ask(context, q);
+    r.on_done = [&](GenerateResult&& g) { got = std::move(g); };
+    loop.add(std::move(r));
+    loop.run_until_done();
+    cached.push_back(got.cached_tokens);
+    computed.push_back(got.prompt_tokens - got.cached_tokens);
+    std::printf("turn %zu: %zu prompt tokens, %zu cached, %zu computed\n", turn, got.prompt_tokens,
+                got.cached_tokens, computed.back());
+    context.insert(context.end(), q.begin(), q.end());
+    context.insert(context.end(), got.tokens.begin(), got.tokens.end());
+  }
+  // Turn 1's context adds 18 + 12 tokens to turn 0's, turn 2's 30 + 33 (63 <= 80), turn 3's
+  // 99 (> 80): compressed anew (1,299 tokens); turn 4's adds 27 + 12 to that.
+  EXPECT_EQ(cached, (std::vector<size_t>{0, 1200, 1200, 0, 1299}));
+  for (size_t turn = 0; turn < 5; ++turn) EXPECT_LT(computed[turn], turn == 0 ? 1300u : 1400u);
+  EXPECT_EQ(loop.scheduler().cached_contexts(), 2u);
+  EXPECT_EQ(loop.free_blocks() + loop.cached_free_blocks(), config.kv_pool_blocks);
+}
+
+// A context needs a question after it.
+TEST_F(CompressedContexts, AContextAsLongAsThePromptIsRefusedByName) {
+  Engine loop(*engine_, serving(30 * 3 * 200, true));
+  adakv::runtime::Request r;
+  r.generate = request(text(0, 600), Policy::kAdaKV);
+  r.generate.context_tokens = 600;
+  try {
+    loop.add(std::move(r));
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("must be shorter than the prompt"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
