@@ -44,6 +44,13 @@ void EngineFlags::add_to(CLI::App* app) {
                   "Tokens in one step's forward: decodes first, then prompt chunks (default 2048)");
   app->add_option("--prefill-chunk", prefill_chunk,
                   "Longer prompts are prefilled in chunks of this many tokens (default 512)");
+  app->add_flag("--no-prefix-caching", no_prefix_caching,
+                "Do not keep the blocks of prompts kept whole for later prompts with the same "
+                "beginning (prefix caching is on by default)");
+  app->add_option("--kv-context-tail", context_tail,
+                  "A cached compressed context (kv_compress_context) serves a later context that "
+                  "goes on for at most this many tokens more; longer, it is compressed anew "
+                  "(default 1024)");
 }
 
 runtime::ServingConfig EngineFlags::config(const model::ModelConfig& local,
@@ -63,6 +70,8 @@ runtime::ServingConfig EngineFlags::config(const model::ModelConfig& local,
   c.max_num_seqs = max_num_seqs;
   c.max_num_batched_tokens = max_num_batched_tokens;
   c.prefill_chunk = prefill_chunk;
+  c.prefix_caching = !no_prefix_caching;
+  c.context_tail = context_tail;
   if (max_num_seqs == 0) throw std::invalid_argument("--max-num-seqs must be >= 1");
   if (max_num_batched_tokens == 0) {
     throw std::invalid_argument("--max-num-batched-tokens must be >= 1");
@@ -78,9 +87,10 @@ std::string describe_pool(const runtime::ServingConfig& c, const model::ModelCon
   char line[256];
   std::snprintf(line, sizeof line,
                 "KV pool: %zu blocks (%.0f MiB per rank, %s), max %zu sequences, %zu tokens per "
-                "step, prefill chunks of %zu",
+                "step, prefill chunks of %zu, prefix caching %s",
                 c.kv_pool_blocks, double(c.kv_pool_blocks * block_bytes) / 1048576.0, dtype.c_str(),
-                c.max_num_seqs, c.max_num_batched_tokens, c.prefill_chunk);
+                c.max_num_seqs, c.max_num_batched_tokens, c.prefill_chunk,
+                c.prefix_caching ? "on" : "off");
   return line;
 }
 

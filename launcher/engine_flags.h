@@ -1,5 +1,5 @@
 // The serving loop's flags, shared by batch and serve: --kv-pool-mb --max-num-seqs
-// --max-num-batched-tokens --prefill-chunk. The pool's default is a stated share of the memory
+// --max-num-batched-tokens --prefill-chunk --no-prefix-caching --kv-context-tail. The pool's default is a stated share of the memory
 // available when the engine starts, split among the ranks of this node.
 #pragma once
 
@@ -20,6 +20,8 @@ struct EngineFlags {
   size_t max_num_seqs = 64;
   size_t max_num_batched_tokens = 2048;
   size_t prefill_chunk = 512;
+  bool no_prefix_caching = false;
+  size_t context_tail = 1024;
 
   void add_to(CLI::App* app);
   // The loop's config for a rank holding `local` (its KV heads) with KV stored as `dtype`.

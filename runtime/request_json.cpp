@@ -100,6 +100,51 @@ std::vector<int32_t> prompt_tokens(const json& body, const Worker& engine) {
   }
 }
 
+// kv_compress_context: the prompt tokens of the context compressed on its own (0: none). In
+// chat, every message before the final user message (the tokens the prompt shares with those
+// messages rendered alone); in completions, kv_context_tokens, which it requires.
+size_t context_tokens(const json& body, const Worker& engine, const std::vector<int32_t>& prompt) {
+  const bool has_tokens = body.contains("kv_context_tokens") && !body["kv_context_tokens"].is_null();
+  bool compress = false;
+  if (body.contains("kv_compress_context") && !body["kv_compress_context"].is_null()) {
+    if (!body["kv_compress_context"].is_boolean()) bad("kv_compress_context", "must be true or false");
+    compress = body["kv_compress_context"].get<bool>();
+  }
+  if (!compress) {
+    if (has_tokens) bad("kv_context_tokens", "needs 'kv_compress_context': true");
+    return 0;
+  }
+  const long long n = static_cast<long long>(prompt.size());
+  if (!body.contains("messages")) {
+    if (!has_tokens) {
+      bad("kv_context_tokens",
+          "is required with 'kv_compress_context' in a completion: the prompt's first N tokens are "
+          "the context");
+    }
+    if (n < 2) bad("kv_context_tokens", "needs a prompt of at least 2 tokens");
+    return size_t(integer(body["kv_context_tokens"], "kv_context_tokens", 1, n - 1));
+  }
+  if (has_tokens) bad("kv_context_tokens", "is for completions; a chat's context is its messages");
+  const json& m = body["messages"];
+  size_t last_user = m.size();
+  for (size_t i = m.size(); i-- > 0;) {
+    if (m[i]["role"] == "user") {
+      last_user = i;
+      break;
+    }
+  }
+  if (last_user == m.size() || last_user == 0) {
+    bad("kv_compress_context", "needs messages before the final user message (the context)");
+  }
+  std::vector<tokenizer::ChatMessage> turns;
+  for (size_t i = 0; i < last_user; ++i) turns.push_back({m[i]["role"], message_content(m[i])});
+  const auto alone = engine.tokenizer().encode_chat(turns, /*add_generation_prompt=*/false);
+  size_t c = 0;
+  while (c < alone.size() && c + 1 < prompt.size() && alone[c] == prompt[c]) ++c;
+  if (c == 0) bad("kv_compress_context", "the context renders to no token of the prompt");
+  return c;
+}
+
 }  // namespace
 
 size_t samples_from_json(const json& body) {
@@ -197,6 +242,7 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
   } catch (const std::invalid_argument& e) {
     throw RequestError(std::string("compression settings: ") + e.what(), "kv_budget");
   }
+  g.context_tokens = context_tokens(body, engine, g.prompt);
   try {
     g.sampling.validate();
   } catch (const std::invalid_argument& e) {

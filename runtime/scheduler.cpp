@@ -202,6 +202,7 @@ Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& pl
   }
   for (size_t r = 0; r < P; ++r) used[r] += own[r];
   best->last_used = tick_;
+  best->served = true;
   context_stats_.queried_tokens += c;
   // The request that had its context compressed found nothing cached.
   const bool made = s.made_context && s.preemptions == 0;
@@ -529,6 +530,17 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   to_report_.clear();
   to_release_.clear();
   const size_t P = rank_heads_.size();
+  if (!config_.prefix_caching) {
+    for (auto it = contexts_.begin(); it != contexts_.end();) {
+      if (!it->served || it->seq->shared->holders > 1) {
+        ++it;
+        continue;
+      }
+      drop_share(*it->seq);
+      plan.release.push_back(it->seq->id);
+      it = contexts_.erase(it);
+    }
+  }
 
   // Look-ahead over: compress before this step's forward (decodes resume next step, once the
   // kept counts are known).

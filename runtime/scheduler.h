@@ -51,6 +51,8 @@
 // ServingConfig::context_tail tokens more forks from it too, its extra context appended with its
 // question (a chat's next turn); otherwise its context is compressed anew. A cached context is
 // evicted, least recently used first, when the pool needs room and no request references it.
+// Without prefix caching a context still serves the requests that wait for it while it is
+// compressed, and goes once none holds it.
 //
 // The pool is accounted for every rank: each sequence's tokens per [layer][model KV head]
 // (until it is compressed, the peak its prefill reaches: the whole prompt when it spans several
@@ -274,6 +276,7 @@ class Scheduler {
   struct CachedContext {
     std::shared_ptr<ScheduledSeq> seq;  // compressed (kept, shared); not in resident_
     uint64_t last_used = 0;
+    bool served = false;  // a request forked from it (without caching, it goes once unused)
   };
   std::vector<CachedContext> contexts_;
   // Context sequences take ids of their own, above any request's.

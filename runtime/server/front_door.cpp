@@ -109,6 +109,11 @@ void FrontDoor::publish_gauges() {
   g.bytes_held = used * block_bytes;
   g.bytes_saved = uncompressed > compressed ? (uncompressed - compressed) * block_bytes : 0;
   g.preemptions = loop_.stats().preemptions;
+  g.cached_blocks = sched.cached_blocks(0, false);
+  g.cached_free_blocks = sched.cached_blocks(0, true);
+  const auto prefix = sched.prefix_stats();
+  g.prefix_queries = prefix.queried_tokens;
+  g.prefix_hits = prefix.hit_tokens;
   engine_waiting_ = g.waiting;
   metrics_.set_gauges(g);
 }

@@ -110,8 +110,20 @@ std::string ServerMetrics::render() const {
   gauge("kv_cache_bytes_saved",
         "KV bytes compression saves the resident sequences now (uncompressed minus held).",
         double(g.bytes_saved));
+  gauge("kv_cache_cached_blocks",
+        "Blocks of rank 0's KV pool that cached prompt prefixes and compressed contexts hold.",
+        double(g.cached_blocks));
+  gauge("kv_cache_cached_free_blocks",
+        "Of kv_cache_cached_blocks, those no request references: the pool takes them back when "
+        "it needs them.",
+        double(g.cached_free_blocks));
   counter("num_preemptions_total", "Sequences preempted (recomputed later).",
           double(g.preemptions));
+  counter("prefix_cache_queries_total",
+          "Prompt tokens looked up in the prefix cache (and context tokens in the compressed "
+          "contexts).",
+          double(g.prefix_queries));
+  counter("prefix_cache_hits_total", "Of those, tokens found cached.", double(g.prefix_hits));
   counter("prompt_tokens_total", "Prompt tokens of accepted requests.", double(prompt_tokens_));
   counter("generation_tokens_total", "Tokens generated.", double(generation_tokens_));
   counter("kv_bytes_saved_total", "Full minus kept KV bytes, summed over finished requests.",

@@ -70,10 +70,11 @@ json kv_report(const runtime::GenerateResult& r, const compression::CompressionC
       {"preemptions", r.preemptions}};
 }
 
-json usage(size_t prompt, size_t completion) {
+json usage(size_t prompt, size_t completion, size_t cached) {
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 void reply_error(const std::shared_ptr<Exchange>& ex, int status, const std::string& message,
@@ -197,6 +198,10 @@ struct Stream {
     for (const auto& c : choices) n += echo_only || !c.result ? 0 : c.result->tokens.size();
     return n;
   }
+  // The prompt tokens the request found cached (its first sample's: the prompt counts once).
+  size_t cached_tokens() const {
+    return choices.empty() || !choices[0].result ? 0 : choices[0].result->cached_tokens;
+  }
   void done(size_t index, runtime::GenerateResult&& r) {
     std::lock_guard lock(mu);
     if (failed) return;
@@ -221,7 +226,7 @@ struct Stream {
       if (include_usage) {
         json u = chunk({});
         u["choices"] = json::array();
-        u["usage"] = usage(c.result->prompt_tokens, completion_tokens());
+        u["usage"] = usage(c.result->prompt_tokens, completion_tokens(), cached_tokens());
         event(u);
       }
       ex->send("data: [DONE]\n\n");
@@ -237,7 +242,7 @@ struct Stream {
                  {"created", created},
                  {"model", model},
                  {"choices", std::move(all)},
-                 {"usage", usage(first.prompt_tokens, completion_tokens())},
+                 {"usage", usage(first.prompt_tokens, completion_tokens(), cached_tokens())},
                  {"kv", kv_report(first, compression, dtype)}};
     ex->respond(200, "application/json", dump(body));
   }
