@@ -44,8 +44,8 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
           "prompt logprobs need every prompt row computed; a compressed context's are not");
     }
     // A context the policy keeps whole is a prompt like any other: prefix caching reuses it.
-    const auto& p = req.compression;
-    if (p.policy != compression::Policy::kFull && !p.keeps_everything(c)) {
+    // Under policy full the prompt is kept whole: prefix caching reuses it as it is.
+    if (req.compression.policy != compression::Policy::kFull) {
       seq->context_tokens = c;
       seq->lookahead = 0;  // the context is scored by its own last tokens only
     }

@@ -34,15 +34,16 @@ const PrefixCache::Entry* PrefixCache::find(uint64_t key, uint64_t parent,
   return &it->second;
 }
 
-std::vector<uint64_t> PrefixCache::match(const std::vector<int32_t>& tokens,
-                                         size_t max_spans) const {
+std::vector<uint64_t> PrefixCache::match(const std::vector<int32_t>& tokens, size_t max_spans,
+                                         uint64_t now) const {
   std::vector<uint64_t> keys;
   uint64_t parent = 0;
   const size_t spans = std::min(max_spans, tokens.size() / block_tokens_);
   for (size_t i = 0; i < spans; ++i) {
     const int32_t* span = tokens.data() + i * block_tokens_;
     const uint64_t key = key_of(parent, span);
-    if (!find(key, parent, span)) break;
+    const Entry* e = find(key, parent, span);
+    if (!e || e->inserted_at >= now) break;
     keys.push_back(key);
     parent = key;
   }
@@ -83,6 +84,7 @@ std::optional<uint64_t> PrefixCache::insert(uint64_t parent, const std::vector<i
   e.depth = index;
   e.refs = 1;
   e.last_used = now;
+  e.inserted_at = now;
   entries_.emplace(key, std::move(e));
   return key;
 }

@@ -28,9 +28,11 @@ class PrefixCache {
  public:
   explicit PrefixCache(size_t block_tokens);
 
-  // Keys of the cached leading spans of `tokens`, at most `max_spans` of them. References
-  // nothing (ref() does) and counts nothing (count() does, once the lookup is used).
-  std::vector<uint64_t> match(const std::vector<int32_t>& tokens, size_t max_spans) const;
+  // Keys of the cached leading spans of `tokens`, at most `max_spans` of them, inserted before
+  // `now` (a span inserted by the plan being written is in the blocks only after its forward).
+  // References nothing (ref() does) and counts nothing (count() does, once the lookup is used).
+  std::vector<uint64_t> match(const std::vector<int32_t>& tokens, size_t max_spans,
+                              uint64_t now) const;
   void count(size_t queried_tokens, size_t hit_tokens) {
     stats_.queried_tokens += queried_tokens;
     stats_.hit_tokens += hit_tokens;
@@ -59,6 +61,7 @@ class PrefixCache {
     size_t depth = 0;  // span index in its prompt
     size_t refs = 0;
     uint64_t last_used = 0;
+    uint64_t inserted_at = 0;
   };
   uint64_t key_of(uint64_t parent, const int32_t* tokens) const;
   // The cached entry of span `index` of `tokens` after `parent`, or null.

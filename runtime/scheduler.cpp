@@ -47,7 +47,7 @@ bool Scheduler::prefix_eligible(const ScheduledSeq& s) const {
 void Scheduler::attach_prefix(ScheduledSeq& s) {
   if (!prefix_eligible(s)) return;
   // At least the prompt's last token is computed: its logits start the output.
-  s.prefix = prefix_->match(s.prompt, (s.prompt.size() - 1) / config_.block_tokens);
+  s.prefix = prefix_->match(s.prompt, (s.prompt.size() - 1) / config_.block_tokens, tick_);
   prefix_->ref(s.prefix);
   s.prefilled = s.prefix.size() * config_.block_tokens;
 }

@@ -37,13 +37,15 @@ TEST(PrefixCache, FindsTheLeadingSpansOfAPromptWithTheSameBeginning) {
   // The same beginning, another continuation inside span 2.
   auto other = t;
   other[9] = 999;
-  EXPECT_EQ(c.match(other, 10), (std::vector<uint64_t>{keys[0], keys[1]}));
-  EXPECT_EQ(c.match(t, 10), keys);
-  EXPECT_EQ(c.match(t, 1), std::vector<uint64_t>{keys[0]});  // capped by the caller
+  EXPECT_EQ(c.match(other, 10, 2), (std::vector<uint64_t>{keys[0], keys[1]}));
+  EXPECT_EQ(c.match(t, 10, 2), keys);
+  EXPECT_EQ(c.match(t, 1, 2), std::vector<uint64_t>{keys[0]});  // capped by the caller
   // A span is found only after the whole prefix before it: span 1's tokens at the start are
   // not span 1.
   const std::vector<int32_t> shifted(t.begin() + 4, t.end());
-  EXPECT_TRUE(c.match(shifted, 10).empty());
+  EXPECT_TRUE(c.match(shifted, 10, 2).empty());
+  // Spans inserted by the plan being written are not in the blocks yet.
+  EXPECT_TRUE(c.match(t, 10, 1).empty());
   // Caching the same span again is refused (the first copy stays).
   EXPECT_FALSE(c.insert(0, t, 0, 2).has_value());
 }
@@ -74,7 +76,7 @@ TEST(PrefixCache, EvictsTheLeastRecentlyUsedAndTheDeepestFirst) {
   c.ref({a[0]});  // a new holder of the first span
   EXPECT_EQ(c.evict(), a[1]);
   EXPECT_FALSE(c.evict().has_value());
-  EXPECT_EQ(c.match(tokens(6, 0), 3), std::vector<uint64_t>{a[0]});
+  EXPECT_EQ(c.match(tokens(6, 0), 3, 9), std::vector<uint64_t>{a[0]});
 }
 
 TEST(PrefixCache, CountsQueriedAndHitTokens) {
