@@ -95,22 +95,23 @@ void FrontDoor::publish_gauges() {
   g.running = sched.num_running();
   g.waiting = sched.num_waiting();
   g.total_blocks = sched.capacity_blocks();
-  g.free_blocks = loop_.free_blocks();
+  // Cached blocks no request uses are free to take (vLLM counts them free too).
+  g.cached_blocks = sched.cached_blocks(0, false);
+  g.cached_free_blocks = sched.cached_blocks(0, true);
+  g.free_blocks = loop_.free_blocks() + g.cached_free_blocks;
   const auto& cfg = engine_.model().config();
   const size_t block_bytes =
       kernels::KvBlockLayout{sched.config().block_tokens, cfg.head_dim, sched.config().kv_dtype}
           .block_bytes();
   size_t used = 0, uncompressed = 0, compressed = 0;
   for (size_t rank = 0; rank < engine_.job_size(); ++rank) {
-    used += sched.used_blocks(rank);
+    used += sched.used_blocks(rank) - sched.cached_blocks(rank, true);
     uncompressed += sched.uncompressed_blocks(rank);
     compressed += sched.compressed_blocks(rank);
   }
   g.bytes_held = used * block_bytes;
   g.bytes_saved = uncompressed > compressed ? (uncompressed - compressed) * block_bytes : 0;
   g.preemptions = loop_.stats().preemptions;
-  g.cached_blocks = sched.cached_blocks(0, false);
-  g.cached_free_blocks = sched.cached_blocks(0, true);
   const auto prefix = sched.prefix_stats();
   g.prefix_queries = prefix.queried_tokens;
   g.prefix_hits = prefix.hit_tokens;

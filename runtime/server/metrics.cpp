@@ -103,7 +103,10 @@ std::string ServerMetrics::render() const {
   gauge("num_requests_waiting", "Requests queued for admission.", double(g.waiting));
   gauge("kv_cache_usage_perc", "Share of the KV pool's blocks in use (1 = full).",
         g.total_blocks ? 1.0 - double(g.free_blocks) / double(g.total_blocks) : 0.0);
-  gauge("kv_cache_free_blocks", "Free blocks of rank 0's KV pool.", double(g.free_blocks));
+  gauge("kv_cache_free_blocks",
+        "Free blocks of rank 0's KV pool, with the cached ones no request uses (taken back when "
+        "needed).",
+        double(g.free_blocks));
   gauge("kv_cache_total_blocks", "Blocks of rank 0's KV pool.", double(g.total_blocks));
   gauge("kv_cache_bytes_held", "KV bytes the resident sequences hold, every rank.",
         double(g.bytes_held));

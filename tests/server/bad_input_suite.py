@@ -847,8 +847,6 @@ def run_disconnect_frees_kv(srv, case):
         m = metrics(srv.port)
         run = m.get("adakv:num_requests_running")
         free, total = m.get("adakv:kv_cache_free_blocks"), m.get("adakv:kv_cache_total_blocks")
-        if free is not None:
-            free += m.get("adakv:kv_cache_cached_free_blocks", 0)
         if run == 0 and free is not None and free == total:
             return "running=0 free=%d/%d" % (free, total), []
         time.sleep(0.5)

@@ -9,7 +9,8 @@ Asserts: every request answers 200 and streams to `data: [DONE]` with one finish
 "length", usage.completion_tokens == max_tokens and usage.prompt_tokens as the tokenizer counts;
 one response per request, each with its own id (none lost, none duplicated); the server stays
 up (/health 200); adakv:num_preemptions_total grew (the pool really was too small); once idle,
-adakv:kv_cache_free_blocks + adakv:kv_cache_cached_free_blocks == adakv:kv_cache_total_blocks. With --check-alone K, K of the requests
+adakv:kv_cache_free_blocks == adakv:kv_cache_total_blocks (free counts the cached blocks no request
+uses: the pool takes them back when it needs them). With --check-alone K, K of the requests
 are then sent again one at a time (greedy) and must give the same text as under pressure.
 
 Phase 2 (--disconnect-share S > 0): N clients again; a share S of them close their connection
@@ -277,9 +278,7 @@ def wait_idle(server, timeout_s):
         ms = server.metrics()
         running = metric(ms, "adakv:num_requests_running")
         waiting = metric(ms, "adakv:num_requests_waiting")
-        # cached prefixes and contexts nobody references are the pool's to take: free
-        free = (metric(ms, "adakv:kv_cache_free_blocks")
-                + metric(ms, "adakv:kv_cache_cached_free_blocks"))
+        free = metric(ms, "adakv:kv_cache_free_blocks")
         total = metric(ms, "adakv:kv_cache_total_blocks")
         if (running == 0 and waiting == 0 and free == total) or time.monotonic() > deadline:
             return ms, running, waiting, free, total
