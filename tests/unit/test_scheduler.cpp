@@ -56,6 +56,7 @@ struct Driver {
   Scheduler& sched;
   std::map<uint64_t, std::shared_ptr<ScheduledSeq>> seqs;
   std::map<uint64_t, size_t> kept;  // tokens per head after compression; absent: the prompt
+  size_t context_kept = 20;         // tokens per head a compressed context keeps
   std::vector<StepPlan> plans;
   std::vector<std::vector<EntryKind>> kinds;
 
@@ -86,6 +87,13 @@ struct Driver {
     const std::vector<EntryKind>& k = kinds[p];
     sched.landed(plan);
     for (size_t i = 0; i < plan.entries.size(); ++i) {
+      if (sched.is_context(plan.entries[i].id)) {
+        if (k[i] == EntryKind::kLastPrefillChunk) {
+          sched.context_compressed(plan.entries[i].id, std::vector<std::vector<size_t>>(
+                                                           2, std::vector<size_t>(2, context_kept)));
+        }
+        continue;
+      }
       ScheduledSeq& s = *seqs.at(plan.entries[i].id);
       if (k[i] == EntryKind::kLastPrefillChunk) {
         const size_t n = kept.count(s.id) ? kept.at(s.id) : s.prompt.size();
@@ -581,6 +589,114 @@ TEST(Scheduler, UnderStagesOnlyTheNewestIsPreempted) {
     ASSERT_EQ(s->output.size(), 30u) << "sequence " << id;
     for (size_t i = 0; i < 30; ++i) EXPECT_EQ(s->output[i], int32_t(i));
   }
+}
+
+}  // namespace
+}  // namespace adakv::runtime
+
+namespace adakv::runtime {
+namespace {
+
+// Prefix caching: a prompt kept whole leaves its full spans cached; the same beginning later
+// attaches them and computes only the rest; cached spans nobody uses make room before anything
+// is preempted.
+TEST(Scheduler, CachedSpansAreAttachedAndEvictedBeforeAnyPreemption) {
+  Scheduler sched(config(40, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  auto cached = [](uint64_t id, size_t n, int32_t token) {
+    auto s = sequence(id, n, 4);
+    s->prompt.assign(n, token);
+    s->cache_prefix = true;
+    return s;
+  };
+  d.add(cached(1, 100, 7));
+  d.run();
+  // Its 6 full spans stay, one block per layer and head each, referenced by nobody.
+  EXPECT_EQ(sched.cached_blocks(0, false), 24u);
+  EXPECT_EQ(sched.cached_blocks(0, true), 24u);
+  EXPECT_EQ(sched.used_blocks(0), 24u);
+  d.add(cached(2, 100, 7));
+  d.step();
+  const StepPlan& p = d.plans.back();
+  ASSERT_EQ(p.prefix_attach.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(p.prefix_attach[i].index, i);
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].tokens.size(), 4u);  // the rest of the prompt (the last token at least)
+  EXPECT_EQ(d.seqs[2]->cached_tokens, 96u);
+  EXPECT_EQ(sched.cached_blocks(0, true), 0u);  // referenced now
+  EXPECT_EQ(sched.used_blocks(0), 24u + 4);     // its own: the last block of each head
+  d.run();
+  // Another prompt that needs the whole pool: the cached spans go, nothing is preempted.
+  d.add(cached(3, 150, 9));
+  d.run();
+  size_t evicted = 0;
+  for (const auto& plan : d.plans) evicted += plan.prefix_evict.size();
+  EXPECT_EQ(evicted, 6u);
+  EXPECT_EQ(sched.stats().preemptions, 0u);
+  EXPECT_EQ(sched.prefix_stats().hit_tokens, 96u);
+  EXPECT_EQ(sched.prefix_stats().queried_tokens, 350u);
+  EXPECT_EQ(sched.cached_blocks(0, true), 36u);  // the new prompt's 9 spans
+}
+
+// Compressed contexts: the context is compressed once by a sequence of its own; requests fork
+// from it and append the rest of their prompt; a context that adds a short tail reuses it.
+TEST(Scheduler, RequestsForkFromACachedCompressedContext) {
+  ServingConfig c = config(1000, 512);
+  c.context_tail = 16;
+  Scheduler sched(c, tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  auto ask = [](uint64_t id, size_t context, size_t question) {
+    auto s = sequence(id, context + question, 3, compression::Policy::kAdaKV);
+    s->context_tokens = context;
+    return s;
+  };
+  d.add(ask(1, 64, 5));
+  d.add(ask(2, 64, 7));
+  d.run();
+  size_t contexts = 0, forks = 0;
+  for (const auto& plan : d.plans) {
+    for (const auto& e : plan.entries) contexts += sched.is_context(e.id);
+    for (const auto& f : plan.fork) {
+      EXPECT_TRUE(f.share);
+      EXPECT_TRUE(sched.is_context(f.source));
+      ++forks;
+    }
+  }
+  EXPECT_EQ(contexts, 1u);  // the 64 context tokens once, in one entry
+  EXPECT_EQ(forks, 2u);
+  EXPECT_EQ(d.seqs[1]->cached_tokens, 0u);  // it had the context compressed
+  EXPECT_EQ(d.seqs[2]->cached_tokens, 64u);
+  EXPECT_EQ(sched.cached_contexts(), 1u);
+  // 20 tokens per head kept: a full block and a partial one of each of the 4 heads.
+  EXPECT_EQ(sched.cached_blocks(0, true), 8u);
+  EXPECT_EQ(sched.used_blocks(0), 8u);
+  // A context 10 tokens longer reuses it; one 20 longer (past the tail of 16) is compressed.
+  d.add(ask(3, 74, 5));
+  d.run();
+  EXPECT_EQ(d.seqs[3]->cached_tokens, 64u);
+  d.add(ask(4, 84, 5));
+  d.run();
+  EXPECT_EQ(d.seqs[4]->cached_tokens, 0u);
+  EXPECT_EQ(sched.cached_contexts(), 2u);
+  EXPECT_EQ(sched.used_blocks(0), sched.cached_blocks(0, true));
+}
+
+// Without prefix caching a context serves the requests that wait for it, then goes.
+TEST(Scheduler, WithoutCachingAContextGoesOnceUnused) {
+  ServingConfig c = config(1000, 512);
+  c.prefix_caching = false;
+  Scheduler sched(c, tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  for (uint64_t id = 1; id <= 2; ++id) {
+    auto s = sequence(id, 70, 3, compression::Policy::kAdaKV);
+    s->context_tokens = 64;
+    d.add(s);
+  }
+  d.run();
+  d.step();  // the release of the unused context
+  EXPECT_EQ(d.seqs[2]->cached_tokens, 64u);  // it waited for the first one's context
+  EXPECT_EQ(sched.cached_contexts(), 0u);
+  EXPECT_EQ(sched.used_blocks(0), 0u);
 }
 
 }  // namespace
