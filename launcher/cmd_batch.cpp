@@ -162,8 +162,10 @@ int run_batch(const BatchOptions& o) {
                  "%zu preemptions; sequences in flight: peak %zu, mean %.1f\n",
                  total, st.prompt_tokens, st.generated_tokens, st.steps, st.preemptions,
                  st.peak_running, st.steps ? st.running_sum / st.steps : 0.0);
-    std::fprintf(stderr, "[adakv] pool free at the end: %zu of %zu blocks\n", loop.free_blocks(),
-                 serving.kv_pool_blocks);
+    // Cached prefixes nobody uses are free to take: counted free, and said apart.
+    std::fprintf(stderr, "[adakv] pool free at the end: %zu of %zu blocks (%zu of them cached)\n",
+                 loop.free_blocks() + loop.cached_free_blocks(), serving.kv_pool_blocks,
+                 loop.cached_free_blocks());
   }
   return 0;
 }

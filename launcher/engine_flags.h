@@ -1,6 +1,7 @@
 // The serving loop's flags, shared by batch and serve: --kv-pool-mb --max-num-seqs
-// --max-num-batched-tokens --prefill-chunk --no-prefix-caching --kv-context-tail. The pool's default is a stated share of the memory
-// available when the engine starts, split among the ranks of this node.
+// --max-num-batched-tokens --prefill-chunk --no-prefix-caching --kv-context-tail. The pool's
+// default is a stated share of the memory available when the engine starts, split among the ranks
+// of this node.
 #pragma once
 
 #include <CLI/CLI.hpp>

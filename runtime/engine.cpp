@@ -36,8 +36,8 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
     const size_t c = req.context_tokens, n = req.prompt.size();
     if (c >= n) {
       throw std::invalid_argument("the context (" + std::to_string(c) +
-                                  " tokens) must be shorter than the prompt (" +
-                                  std::to_string(n) + "): what follows it is the question");
+                                  " tokens) must be shorter than the prompt (" + std::to_string(n) +
+                                  "): what follows it is the question");
     }
     if (req.prompt_logprobs) {
       throw std::invalid_argument(
@@ -66,7 +66,7 @@ uint64_t Engine::add(Request request) {
   seq->stop_ids = engine_.tokenizer().stop_ids();
   seq->prompt_logits = req.prompt_logprobs;
   seq->cache_prefix = true;  // the scheduler takes it when the prompt is kept whole
-  scheduler_.add(seq);  // throws when the pool can never hold it
+  scheduler_.add(seq);       // throws when the pool can never hold it
 
   Active a(seq, std::move(request), engine_.tokenizer());
   for (const auto& s : a.request.stop) a.held_back = std::max(a.held_back, s.size() - 1);

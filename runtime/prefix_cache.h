@@ -43,8 +43,8 @@ class PrefixCache {
   // Caches span `index` of `tokens` (its block_tokens tokens) after the span `parent` (0 for the
   // first span), referenced once by its inserter. Returns its key, or nothing when that span is
   // cached already (by another sequence with the same prefix).
-  std::optional<uint64_t> insert(uint64_t parent, const std::vector<int32_t>& tokens,
-                                 size_t index, uint64_t now);
+  std::optional<uint64_t> insert(uint64_t parent, const std::vector<int32_t>& tokens, size_t index,
+                                 uint64_t now);
   // Forgets the unreferenced span to evict first, and returns its key; nothing when every
   // cached span is referenced.
   std::optional<uint64_t> evict();

@@ -104,10 +104,12 @@ std::vector<int32_t> prompt_tokens(const json& body, const Worker& engine) {
 // chat, every message before the final user message (the tokens the prompt shares with those
 // messages rendered alone); in completions, kv_context_tokens, which it requires.
 size_t context_tokens(const json& body, const Worker& engine, const std::vector<int32_t>& prompt) {
-  const bool has_tokens = body.contains("kv_context_tokens") && !body["kv_context_tokens"].is_null();
+  const bool has_tokens =
+      body.contains("kv_context_tokens") && !body["kv_context_tokens"].is_null();
   bool compress = false;
   if (body.contains("kv_compress_context") && !body["kv_compress_context"].is_null()) {
-    if (!body["kv_compress_context"].is_boolean()) bad("kv_compress_context", "must be true or false");
+    if (!body["kv_compress_context"].is_boolean())
+      bad("kv_compress_context", "must be true or false");
     compress = body["kv_compress_context"].get<bool>();
   }
   if (!compress) {

@@ -494,8 +494,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   while (!preempted && !waiting_.empty() && resident_.size() < config_.max_num_seqs) {
     ScheduledSeq& s = *waiting_.front();
     if (s.context_tokens > 0 && !s.is_context) {
-      const Admission a =
-          admit_with_context(s, plan, kinds, used, extra, prefill_tokens);
+      const Admission a = admit_with_context(s, plan, kinds, used, extra, prefill_tokens);
       if (a == Admission::kWait) break;
       continue;
     }
@@ -505,8 +504,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
       drop_prefix(s);
       s.prefilled = 0;
     };
-    const size_t first =
-        layered(s) ? layers_cost(s, 1) : chunk_end(s, s.prefilled) - s.prefilled;
+    const size_t first = layered(s) ? layers_cost(s, 1) : chunk_end(s, s.prefilled) - s.prefilled;
     if (prefill_tokens > 0 && prefill_tokens + first > budget) {
       refuse();
       break;

@@ -125,9 +125,9 @@ struct ScheduledSeq {
   size_t cached_tokens = 0;      // prompt tokens its first admission found cached
   // Compressed context: the first context_tokens prompt tokens (0: none; see above).
   size_t context_tokens = 0;
-  bool is_context = false;       // the sequence of a cached context: never decodes
-  bool made_context = false;     // its own admission had its context compressed (none cached)
-  size_t suffix = 0;             // tokens appended after the cached context it forked from
+  bool is_context = false;    // the sequence of a cached context: never decodes
+  bool made_context = false;  // its own admission had its context compressed (none cached)
+  size_t suffix = 0;          // tokens appended after the cached context it forked from
   // Plans in flight with an entry of it (pipeline stages: Scheduler::landed). Until they land
   // it gets no entry that needs their results, and it is not preempted.
   size_t in_flight = 0;
@@ -283,7 +283,7 @@ class Scheduler {
   static constexpr uint64_t kFirstContextId = uint64_t(1) << 62;
   uint64_t next_context_id_ = kFirstContextId;
   PrefixCacheStats context_stats_;  // context tokens looked up and found compressed
-  uint64_t tick_ = 0;                    // schedule() calls: the cache's clock
+  uint64_t tick_ = 0;               // schedule() calls: the cache's clock
 };
 
 }  // namespace adakv::runtime

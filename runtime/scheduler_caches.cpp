@@ -1,10 +1,10 @@
 // The scheduler's caches (runtime/scheduler.h): cached prompt spans (prefix caching) and
 // cached compressed contexts, their admission, accounting and eviction.
-#include "runtime/scheduler.h"
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+
+#include "runtime/scheduler.h"
 
 namespace adakv::runtime {
 
@@ -52,8 +52,7 @@ bool Scheduler::evict_span(StepPlan& plan, std::vector<size_t>& used) {
 size_t Scheduler::cached_blocks(size_t rank, bool unreferenced_only) const {
   size_t n = 0;
   if (prefix_) {
-    n = (unreferenced_only ? prefix_->unreferenced_spans() : prefix_->spans()) *
-        span_blocks(rank);
+    n = (unreferenced_only ? prefix_->unreferenced_spans() : prefix_->spans()) * span_blocks(rank);
   }
   // The contexts' own blocks, and their shared ones where no request holds them too.
   for (const auto& c : contexts_) {
@@ -86,8 +85,8 @@ bool Scheduler::evict_context(StepPlan& plan, std::vector<size_t>& used) {
 }
 
 void Scheduler::context_compressed(uint64_t id, const std::vector<std::vector<size_t>>& kept) {
-  const auto it = std::find_if(resident_.begin(), resident_.end(),
-                               [id](const auto& p) { return p->id == id; });
+  const auto it =
+      std::find_if(resident_.begin(), resident_.end(), [id](const auto& p) { return p->id == id; });
   if (it == resident_.end() || !(*it)->is_context) {
     throw std::logic_error("context_compressed: " + std::to_string(id) +
                            " is no resident context sequence");
@@ -112,7 +111,8 @@ Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& pl
   CachedContext* best = nullptr;
   for (auto& e : contexts_) {
     const auto& p = e.seq->prompt;
-    if (!(e.seq->compression == s.compression) || !starts_s(p) || c - p.size() > config_.context_tail)
+    if (!(e.seq->compression == s.compression) || !starts_s(p) ||
+        c - p.size() > config_.context_tail)
       continue;
     if (!best || p.size() > best->seq->prompt.size()) best = &e;
   }

@@ -80,10 +80,10 @@ struct StepEntry {
 };
 
 struct StepPlan {
-  std::vector<uint64_t> report;         // collective KV reports of these, first
-  std::vector<uint64_t> release;        // caches freed (finished, aborted or preempted)
-  std::vector<uint64_t> prefix_evict;   // cached spans forgotten, after the releases
-  std::vector<SequenceStart> start;     // caches created
+  std::vector<uint64_t> report;        // collective KV reports of these, first
+  std::vector<uint64_t> release;       // caches freed (finished, aborted or preempted)
+  std::vector<uint64_t> prefix_evict;  // cached spans forgotten, after the releases
+  std::vector<SequenceStart> start;    // caches created
   // Cached spans each new cache starts with, in order (after the starts).
   std::vector<PrefixLink> prefix_attach;
   std::vector<uint64_t> end_lookahead;  // compress_after_lookahead() before the forward

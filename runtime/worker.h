@@ -74,8 +74,8 @@ struct GenerateResult {
   size_t prompt_tokens = 0;
   double prefill_s = 0;  // until the prompt was compressed (look-ahead included)
   double decode_s = 0;
-  double ttft_s = 0;       // serving loop: from the request's arrival to its first token
-  size_t preemptions = 0;  // serving loop: times it was preempted and recomputed
+  double ttft_s = 0;         // serving loop: from the request's arrival to its first token
+  size_t preemptions = 0;    // serving loop: times it was preempted and recomputed
   size_t cached_tokens = 0;  // serving loop: prompt tokens found cached, not computed
   // KV memory at the end of generation, in the pool's dtype, block rounding included:
   size_t kv_full_bytes = 0;                // what the uncompressed cache would hold

@@ -30,9 +30,9 @@ class Histogram {
 struct EngineGauges {
   size_t running = 0, waiting = 0;
   size_t free_blocks = 0, total_blocks = 0;
-  size_t bytes_held = 0;   // blocks the requests hold (every rank; cached ones in use), in bytes
-  size_t bytes_saved = 0;  // what they would hold uncompressed, minus bytes_held
-  size_t preemptions = 0;  // since the start
+  size_t bytes_held = 0;     // blocks the requests hold (every rank; cached ones in use), in bytes
+  size_t bytes_saved = 0;    // what they would hold uncompressed, minus bytes_held
+  size_t preemptions = 0;    // since the start
   size_t cached_blocks = 0;  // rank 0's blocks that cached prompt spans and contexts hold
   size_t cached_free_blocks = 0;  // of those, what no request references (the pool's to take)
   uint64_t prefix_queries = 0, prefix_hits = 0;  // prompt tokens looked up / found cached

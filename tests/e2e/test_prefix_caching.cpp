@@ -158,8 +158,7 @@ TEST_F(PrefixCaching, PromptsWithTheSameBeginningComputeOnlyTheirOwnTokens) {
 // them); a full-cache prompt after it still finds the first one's.
 TEST_F(PrefixCaching, CompressedPromptsNeitherTakeNorLeaveSpans) {
   const auto doc = text(100, 500);
-  std::vector<GenerateRequest> reqs = {request(doc, Policy::kFull),
-                                       request(doc, Policy::kAdaKV),
+  std::vector<GenerateRequest> reqs = {request(doc, Policy::kFull), request(doc, Policy::kAdaKV),
                                        request(doc, Policy::kFull)};
   const Run warm = run(reqs, serving(30 * 3 * 512, true), true);
   EXPECT_EQ(warm.results[0].cached_tokens, 0u);
@@ -220,7 +219,8 @@ TEST_F(CompressedContexts, LaterQuestionsPrefillOnlyThemselvesAndAnswerAsFromScr
     EXPECT_EQ(warm.logits[i], scratch.logits[0]) << "question " << i;
   }
   // Compressed: the context's KV is about a fifth of the uncompressed document's.
-  EXPECT_LT(warm.results[1].kv_after_prefill_bytes, 0.4 * warm.results[1].kv_full_after_prefill_bytes);
+  EXPECT_LT(warm.results[1].kv_after_prefill_bytes,
+            0.4 * warm.results[1].kv_full_after_prefill_bytes);
   EXPECT_EQ(warm.stats.hit_tokens, 4 * 1500u);
   // All at once: the first compresses the context, the others wait for it and fork.
   const Run together = run(reqs, serving(blocks, true), false);

@@ -77,11 +77,10 @@ TEST(QueryAgnosticEval, FullAnswersEveryKeyAndRunsAreDeterministic) {
 TEST(QueryAgnosticEval, ReconstructAloneForksFromTheDocument) {
   const fs::path out = out_dir("reconstruct");
   fs::remove_all(out);
-  const auto r =
-      adakv::test::adakv("eval passkey-multi --model '" + adakv::test::model_path() +
-                         "' --lengths 600 --keys 2 --trials 1 --budgets 0.2"
-                         " --policies adakv:reconstruct --threads 2 --out '" +
-                         out.string() + "'");
+  const auto r = adakv::test::adakv("eval passkey-multi --model '" + adakv::test::model_path() +
+                                    "' --lengths 600 --keys 2 --trials 1 --budgets 0.2"
+                                    " --policies adakv:reconstruct --threads 2 --out '" +
+                                    out.string() + "'");
   ASSERT_EQ(r.rc, 0) << r.err;
   const json j = json::parse(adakv::test::slurp(out / "passkey-multi_results.json"));
   fs::remove_all(out);

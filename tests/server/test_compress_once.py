@@ -13,7 +13,7 @@
 
   ~/.cache/adakv/venv/bin/python tests/server/test_compress_once.py --adakv build/adakv [--tp 3]
       [--pp 2]
-  (--doc-words 5000 --questions 8: the 6-7k-token acceptance run)
+  (--doc-words 5000 --questions 8 --kv-pool-mb 1024: the 6-7k-token acceptance run)
 """
 import argparse
 import json
@@ -196,10 +196,11 @@ def main():
     ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--doc-words", type=int, default=700)
     ap.add_argument("--questions", type=int, default=4)
+    ap.add_argument("--kv-pool-mb", default="256")
     ap.add_argument("--start-timeout", type=float, default=120)
     ARGS, rest = ap.parse_known_args()
     base.ARGS = argparse.Namespace(adakv=ARGS.adakv, tp=ARGS.tp)
-    common = ["--kv-pool-mb", "256", "--kv-dtype", "f32"]
+    common = ["--kv-pool-mb", ARGS.kv_pool_mb, "--kv-dtype", "f32"]
     CACHED = base.Server(ARGS.adakv, ARGS.tp, common, start_timeout_s=ARGS.start_timeout,
                          pp=ARGS.pp)
     try:

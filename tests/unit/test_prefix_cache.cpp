@@ -1,12 +1,12 @@
 // The prefix cache's index: spans found only after their whole prefix, collisions refused by
 // their tokens, references that keep spans from eviction, and the eviction order (least
 // recently used first, the deepest of a chain first).
-#include "runtime/prefix_cache.h"
-
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <stdexcept>
+
+#include "runtime/prefix_cache.h"
 
 namespace adakv::runtime {
 namespace {

@@ -89,8 +89,9 @@ struct Driver {
     for (size_t i = 0; i < plan.entries.size(); ++i) {
       if (sched.is_context(plan.entries[i].id)) {
         if (k[i] == EntryKind::kLastPrefillChunk) {
-          sched.context_compressed(plan.entries[i].id, std::vector<std::vector<size_t>>(
-                                                           2, std::vector<size_t>(2, context_kept)));
+          sched.context_compressed(
+              plan.entries[i].id,
+              std::vector<std::vector<size_t>>(2, std::vector<size_t>(2, context_kept)));
         }
         continue;
       }
@@ -693,7 +694,7 @@ TEST(Scheduler, WithoutCachingAContextGoesOnceUnused) {
     d.add(s);
   }
   d.run();
-  d.step();  // the release of the unused context
+  d.step();                                  // the release of the unused context
   EXPECT_EQ(d.seqs[2]->cached_tokens, 64u);  // it waited for the first one's context
   EXPECT_EQ(sched.cached_contexts(), 0u);
   EXPECT_EQ(sched.used_blocks(0), 0u);
