@@ -43,7 +43,6 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
       throw std::invalid_argument(
           "prompt logprobs need every prompt row computed; a compressed context's are not");
     }
-    // A context the policy keeps whole is a prompt like any other: prefix caching reuses it.
     // Under policy full the prompt is kept whole: prefix caching reuses it as it is.
     if (req.compression.policy != compression::Policy::kFull) {
       seq->context_tokens = c;
