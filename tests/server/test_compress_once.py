@@ -173,6 +173,42 @@ class CompressOnce(unittest.TestCase):
             self.assertEqual((free, running, waiting), (total, 0, 0))
 
 
+class BadFields(unittest.TestCase):
+    def test_bad_context_fields_are_refused_by_name(self):
+        chat1 = [{"role": "user", "content": "Hello there."}]
+        chat2 = [{"role": "system", "content": "A document."}, {"role": "user", "content": "Q?"}]
+        cases = [
+            ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": "yes"},
+             "kv_compress_context"),
+            ("/v1/chat/completions", {"messages": chat1, "kv_compress_context": True},
+             "kv_compress_context"),
+            ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": True,
+                                      "kv_context_tokens": 3}, "kv_context_tokens"),
+            ("/v1/completions", {"prompt": "one two three four", "kv_compress_context": True},
+             "kv_context_tokens"),
+            ("/v1/completions", {"prompt": "one two three four", "kv_compress_context": True,
+                                 "kv_context_tokens": 4000}, "kv_context_tokens"),
+            ("/v1/completions", {"prompt": "one two three four", "kv_context_tokens": 2},
+             "kv_context_tokens"),
+        ]
+        for path, body, param in cases:
+            with self.subTest(body=body):
+                status, text, _ = CACHED.raw("POST", path, json.dumps(dict(body, max_tokens=2)),
+                                             {"Content-Type": "application/json"})
+                self.assertEqual(status, 400, text)
+                self.assertEqual(json.loads(text)["error"]["param"], param, text)
+        # A good completion with a stated context: its first tokens, cached the second time.
+        body = {"prompt": base.long_text(120), "kv_compress_context": True,
+                "kv_context_tokens": 100, "max_tokens": 2, "temperature": 0}
+        got = []
+        for _ in range(2):
+            status, text, _ = CACHED.raw("POST", "/v1/completions", json.dumps(body),
+                                         {"Content-Type": "application/json"})
+            self.assertEqual(status, 200, text)
+            got.append(json.loads(text)["usage"]["prompt_tokens_details"]["cached_tokens"])
+        self.assertEqual(got, [0, 100])
+
+
 def cut_stream(srv, body):
     """Opens a stream, reads two events, and closes the connection."""
     s = socket.create_connection((srv.host, srv.port), timeout=600)
