@@ -414,7 +414,13 @@ def run_phase(name, server, requests, a, disconnect, failures):
     print(f"  peak running {peak_running:.0f}, peak waiting {peak_waiting:.0f}; "
           f"preemptions +{pre:.0f}; finished length +{lengths:.0f}, abort +{aborts:.0f}")
     print(f"  free blocks: before {free0:.0f} of {total0:.0f}, lowest seen {min_free:.0f}, "
-          f"after (idle) {free1:.0f} of {total1:.0f}")
+          f"after (idle) {free1:.0f} of {total1:.0f} "
+          f"({metric(ms_idle, 'adakv:kv_cache_cached_free_blocks', 0):.0f} of them cached)")
+    hits = (metric(ms_idle, "adakv:prefix_cache_hits_total", 0)
+            - metric(ms0, "adakv:prefix_cache_hits_total", 0))
+    queries = (metric(ms_idle, "adakv:prefix_cache_queries_total", 0)
+               - metric(ms0, "adakv:prefix_cache_queries_total", 0))
+    print(f"  prefix cache: {hits:.0f} of {queries:.0f} looked-up tokens found cached")
     return {"pre": pre, "wall": wall, "results": results}
 
 
@@ -469,6 +475,10 @@ def main():
     ap.add_argument("--idle-timeout", type=float, default=30,
                     help="seconds to wait for the server to be idle with every block free")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache-mix", action="store_true",
+                    help="a third of the requests ask about one shared document with "
+                         "kv_compress_context (kv_policy adakv), a third start with the same "
+                         "document under policy full (prefix caching), the rest are plain")
     a = ap.parse_args()
     small = a.small
     # Admission reserves a prompt's blocks and stops at the first waiting prompt that does not
@@ -506,6 +516,20 @@ def main():
         if a.budget:
             body["kv_budget"] = float(a.budget) if re.fullmatch(r"[0-9.]+", a.budget) else a.budget
         requests.append({"body": body, "approx_tokens": target, "prompt_tokens": None})
+    if a.cache_mix:
+        # Token-id prompts: the shared document's length in tokens is known exactly.
+        doc = [rng.randrange(1000, 30000) for _ in range(a.min_prompt)]
+        for i, r in enumerate(requests):
+            if i % 3 == 2:
+                continue
+            tail = [rng.randrange(1000, 30000) for _ in range(20 + 10 * (i % 5))]
+            r["body"]["prompt"] = doc + tail
+            r["approx_tokens"] = len(doc) + len(tail)
+            if i % 3 == 0:
+                r["body"].update(kv_policy="adakv", kv_compress_context=True,
+                                 kv_context_tokens=len(doc))
+            else:
+                r["body"]["kv_policy"] = "full"
 
     # --- the server
     flags = shlex.split(a.server_args)
