@@ -70,10 +70,23 @@ PrefixCacheStats Scheduler::prefix_stats() const {
   return st;
 }
 
+bool Scheduler::serves(const ScheduledSeq& context, const ScheduledSeq& s) const {
+  const auto& p = context.prompt;
+  const size_t c = s.context_tokens;
+  return c > 0 && context.compression == s.compression && p.size() <= c &&
+         c - p.size() <= config_.context_tail && std::equal(p.begin(), p.end(), s.prompt.begin());
+}
+
 bool Scheduler::evict_context(StepPlan& plan, std::vector<size_t>& used) {
   auto victim = contexts_.end();
   for (auto it = contexts_.begin(); it != contexts_.end(); ++it) {
     if (it->seq->shared->holders > 1) continue;  // a request forked from it still holds it
+    // A waiting request will fork from it: evicted, it would be compressed again for it (and
+    // under lasting pressure, again and again).
+    if (std::any_of(waiting_.begin(), waiting_.end(),
+                    [&](const auto& w) { return serves(*it->seq, *w); })) {
+      continue;
+    }
     if (victim == contexts_.end() || it->last_used < victim->last_used) victim = it;
   }
   if (victim == contexts_.end()) return false;
@@ -110,11 +123,8 @@ Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& pl
   // The longest cached context that s's context starts with, within the tail.
   CachedContext* best = nullptr;
   for (auto& e : contexts_) {
-    const auto& p = e.seq->prompt;
-    if (!(e.seq->compression == s.compression) || !starts_s(p) ||
-        c - p.size() > config_.context_tail)
-      continue;
-    if (!best || p.size() > best->seq->prompt.size()) best = &e;
+    if (!serves(*e.seq, s)) continue;
+    if (!best || e.seq->prompt.size() > best->seq->prompt.size()) best = &e;
   }
   if (!best) {
     // Its context is being compressed already (for another request, or for it before a
