@@ -249,8 +249,7 @@ class Scheduler {
   // True when the cached context `context` can serve s: s's context starts with it, adds at most
   // the tail, and s asks for the same compression.
   bool serves(const ScheduledSeq& context, const ScheduledSeq& s) const;
-  // Evicts the least recently used cached context that no request references or waits for;
-  // false when none.
+  // Evicts the least recently used cached context that no request references; false when none.
   bool evict_context(StepPlan& plan, std::vector<size_t>& used);
   // Evicts a cached span, else a cached context; false when nothing cached is unreferenced.
   bool evict_cached(StepPlan& plan, std::vector<size_t>& used) {

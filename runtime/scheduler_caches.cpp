@@ -81,12 +81,9 @@ bool Scheduler::evict_context(StepPlan& plan, std::vector<size_t>& used) {
   auto victim = contexts_.end();
   for (auto it = contexts_.begin(); it != contexts_.end(); ++it) {
     if (it->seq->shared->holders > 1) continue;  // a request forked from it still holds it
-    // A waiting request will fork from it: evicted, it would be compressed again for it (and
-    // under lasting pressure, again and again).
-    if (std::any_of(waiting_.begin(), waiting_.end(),
-                    [&](const auto& w) { return serves(*it->seq, *w); })) {
-      continue;
-    }
+    // A context a waiting request will fork from goes too: kept for it, it could hold the pool
+    // from the requests admitted before it for ever (they are preempted and readmitted ahead of
+    // it); evicted, it is compressed again once the decodes that needed the room end.
     if (victim == contexts_.end() || it->last_used < victim->last_used) victim = it;
   }
   if (victim == contexts_.end()) return false;

@@ -682,6 +682,29 @@ TEST(Scheduler, RequestsForkFromACachedCompressedContext) {
   EXPECT_EQ(sched.used_blocks(0), sched.cached_blocks(0, true));
 }
 
+// A cached context gives its room to a running sequence even when the request waiting behind
+// it wants the context: kept for that request, it would hold the pool from the sequence ahead
+// of it, preempted and readmitted for ever. The request has its context compressed again.
+TEST(Scheduler, ACachedContextMakesRoomForTheSequencesAheadOfItsRequest) {
+  Scheduler sched(config(28, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  auto ask = [](uint64_t id, size_t question) {
+    auto s = sequence(id, 64 + question, 3, compression::Policy::kAdaKV);
+    s->context_tokens = 64;
+    return s;
+  };
+  d.add(ask(1, 5));
+  d.run();
+  ASSERT_EQ(sched.cached_contexts(), 1u);  // 8 blocks: 20 tokens in each of 4 heads
+  d.add(sequence(2, 48, 40));              // grows to 88 tokens: 24 blocks of the 28
+  d.add(ask(3, 30));                       // waits: its 12 blocks do not fit beside them
+  d.run(2000);
+  EXPECT_EQ(d.seqs[2]->output.size(), 40u);
+  EXPECT_EQ(d.seqs[3]->output.size(), 3u);
+  EXPECT_EQ(d.seqs[3]->cached_tokens, 0u);  // its context was compressed again
+  EXPECT_EQ(sched.used_blocks(0), sched.cached_blocks(0, true));
+}
+
 // Without prefix caching a context serves the requests that wait for it, then goes.
 TEST(Scheduler, WithoutCachingAContextGoesOnceUnused) {
   ServingConfig c = config(1000, 512);
