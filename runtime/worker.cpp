@@ -241,11 +241,13 @@ void Worker::configure_steps(const ServingConfig& config) {
   drive(command, [&] { run_configure_steps(config); });
 }
 
+void Worker::drop_cached_span(std::map<uint64_t, std::vector<int32_t>>::iterator it) {
+  for (int32_t id : it->second) step_pool_->release(id);
+  cached_spans_.erase(it);
+}
+
 void Worker::drop_cached_spans() {
-  for (const auto& [key, ids] : cached_spans_) {
-    for (int32_t id : ids) step_pool_->release(id);
-  }
-  cached_spans_.clear();
+  while (!cached_spans_.empty()) drop_cached_span(cached_spans_.begin());
 }
 
 void Worker::run_configure_steps(const ServingConfig& config) {
@@ -327,8 +329,7 @@ StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
   for (uint64_t key : plan.prefix_evict) {
     const auto it = cached_spans_.find(key);
     if (it == cached_spans_.end()) throw std::logic_error("step plan evicts a span not cached");
-    for (int32_t id : it->second) step_pool_->release(id);
-    cached_spans_.erase(it);
+    drop_cached_span(it);
   }
   for (const auto& start : plan.start) {
     StepSequence s;

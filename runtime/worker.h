@@ -257,7 +257,8 @@ class Worker {
   // Cached prompt spans (runtime/prefix_cache.h) by key: their blocks in the step pool
   // (PagedKvCache::span_blocks), one reference each held here.
   std::map<uint64_t, std::vector<int32_t>> cached_spans_;
-  // Forgets every cached span, giving its blocks back.
+  // Forgets one cached span (every one), giving its blocks back.
+  void drop_cached_span(std::map<uint64_t, std::vector<int32_t>>::iterator it);
   void drop_cached_spans();
   // Rank 0: the steps launched and not finished, oldest first.
   struct LaunchedStep {
