@@ -4,6 +4,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "runtime/compression/reconstruction.h"
+
 namespace adakv::runtime {
 namespace {
 
@@ -17,7 +19,8 @@ Engine::Engine(Worker& engine, const ServingConfig& config)
     : engine_(engine),
       scheduler_(config, engine.model().config(), engine.tp_size(), engine.model().shard().lm_head,
                  size_t(engine.world().pp_size)),
-      depth_(size_t(std::max(engine.world().pp_size, 1))) {
+      depth_(size_t(std::max(engine.world().pp_size, 1))),
+      repeat_instruction_(engine.encode_prompt(compression::kRepeatInstruction, /*chat=*/false)) {
   engine_.configure_steps(config);
 }
 
@@ -46,10 +49,26 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
     // Under policy full the prompt is kept whole: prefix caching reuses it as it is.
     if (req.compression.policy != compression::Policy::kFull) {
       seq->context_tokens = c;
-      seq->lookahead = 0;  // the context is scored by its own last tokens only
+      seq->lookahead = 0;  // the context's scoring observes no generated token
+      seq->compression.scoring = context_scoring(req.compression, c);
+      if (seq->compression.scoring == compression::Scoring::kReconstruct) {
+        seq->repeat_instruction = repeat_instruction_;
+      }
     }
   }
   return seq;
+}
+
+compression::Scoring Engine::context_scoring(const compression::CompressionConfig& c,
+                                             size_t n_context) const {
+  if (c.context_scoring != compression::Scoring::kReconstruct) return c.context_scoring;
+  // Nothing to score, or no room for the repeat: the window scores it.
+  const bool evicts = !c.keeps_everything(n_context) && n_context > c.window &&
+                      c.policy != compression::Policy::kStreaming;
+  const size_t repeated = 2 * n_context + repeat_instruction_.size();
+  return evicts && repeated <= engine_.model().config().context_length
+             ? compression::Scoring::kReconstruct
+             : compression::Scoring::kWindow;
 }
 
 void Engine::check(const Request& request) const {
@@ -321,6 +340,10 @@ void Engine::land(InFlight& f) {
     a.compressed_at = now_s();
   };
   for (uint64_t id : plan.end_lookahead) {
+    if (scheduler_.is_context(id)) {
+      scheduler_.context_compressed(id, result.kept.at(id));  // scored by its repeat
+      continue;
+    }
     Active& a = active_.at(id);
     compressed(a);
     if (!a.ending.empty()) end(a, a.ending);
@@ -339,7 +362,7 @@ void Engine::land(InFlight& f) {
     const StepEntry& e = plan.entries[i];
     if (scheduler_.is_context(e.id)) {
       // A context sequence (no request, no logits): cached once compressed.
-      if (kinds[i] == EntryKind::kLastPrefillChunk) {
+      if (kinds[i] == EntryKind::kLastPrefillChunk && !scheduler_.context_repeats(e.id)) {
         scheduler_.context_compressed(e.id, result.kept.at(e.id));
       }
       continue;

@@ -94,6 +94,10 @@ class Engine {
  private:
   // The sequence `request` becomes (no id yet), once the worker accepts it; throws like add().
   std::shared_ptr<ScheduledSeq> checked_sequence(const Request& request) const;
+  // How a compressed context of n_context tokens under `c` is scored: c.context_scoring, or the
+  // window where reconstruction has nothing to score or no room in the model's context.
+  compression::Scoring context_scoring(const compression::CompressionConfig& c,
+                                       size_t n_context) const;
   struct Active {
     Active(std::shared_ptr<ScheduledSeq> s, Request r, const tokenizer::Tokenizer& tok)
         : seq(std::move(s)),
@@ -140,7 +144,8 @@ class Engine {
   std::map<uint64_t, Active> active_;
   uint64_t next_id_ = 1;
   LoopStats stats_;
-  size_t depth_;  // plans in flight at most: one per pipeline stage
+  size_t depth_;                             // plans in flight at most: one per pipeline stage
+  std::vector<int32_t> repeat_instruction_;  // compression::kRepeatInstruction, tokenized
   std::deque<InFlight> in_flight_;
   double last_landed_at_ = 0;
   double last_stage_wait_s_ = -1;  // the last stage's input wait at the last landing

@@ -52,7 +52,11 @@ size_t Scheduler::layers(size_t rank) const {
 void Scheduler::check_fits_alone(const ScheduledSeq& s) const {
   // Alone in the pool, uncompressed, to its last token: then the oldest sequence can always
   // go on, and preemption never cycles.
-  const size_t tokens = s.prompt.size() + std::max(s.max_new, s.lookahead);
+  size_t tokens = s.prompt.size() + std::max(s.max_new, s.lookahead);
+  // Its context sequence holds the context and its repeat until they are scored.
+  if (!s.repeat_instruction.empty()) {
+    tokens = std::max(tokens, 2 * s.context_tokens + s.repeat_instruction.size());
+  }
   size_t worst = 0;
   for (size_t r = 0; r < rank_heads_.size(); ++r) {
     worst =
@@ -383,8 +387,8 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   // them; preempt the newest on shortage.
   size_t decoding = 0;
   for (const auto& s : resident_) {
-    decoding +=
-        s->phase == SeqPhase::kLookahead || (s->phase == SeqPhase::kRunning && !s->kept.empty());
+    decoding += (s->phase == SeqPhase::kLookahead && s->repeat.empty()) ||
+                (s->phase == SeqPhase::kRunning && !s->kept.empty());
   }
   const size_t share = ceil_div(decoding, depth_);
   std::vector<size_t> extra(P, 0), g(P);
@@ -392,7 +396,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   size_t decodes_planned = 0;
   for (size_t i = 0; i < resident_.size() && decodes_planned < share; ++i) {
     ScheduledSeq& s = *resident_[i];
-    const bool lookahead = s.phase == SeqPhase::kLookahead;
+    const bool lookahead = s.phase == SeqPhase::kLookahead && s.repeat.empty();
     const bool decodes =
         s.phase == SeqPhase::kRunning && !s.kept.empty() && s.appended < s.output.size();
     if ((!lookahead && !decodes) || s.in_flight > 0) continue;
@@ -480,11 +484,28 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     }
     return true;
   };
+  // A context's repeat (reconstruct scoring), in chunks as a prompt's: rows observed, not kept.
+  auto schedule_repeat = [&](ScheduledSeq& s) {
+    const size_t n = std::min({s.repeat.size() - s.lookahead_done, config_.prefill_chunk,
+                               config_.max_num_batched_tokens});
+    if (prefill_tokens > 0 && prefill_tokens + n > budget) return false;
+    const auto from = s.repeat.begin() + long(s.lookahead_done);
+    plan.entries.push_back(StepEntry{s.id, {from, from + long(n)}, false});
+    kinds.push_back(EntryKind::kLookahead);
+    s.lookahead_done += n;
+    prefill_tokens += n;
+    return true;
+  };
   // A layered prompt is resident and not through every layer yet: the next one waits.
   bool layering = std::any_of(resident_.begin(), resident_.end(), [&](const auto& s) {
     return s->phase == SeqPhase::kPrefilling && layered(*s);
   });
   for (const auto& s : resident_) {
+    if (s->phase == SeqPhase::kLookahead && !s->repeat.empty()) {
+      if (s->in_flight > 0 || s->lookahead_done == s->lookahead) continue;
+      if (!schedule_repeat(*s)) break;
+      continue;
+    }
     if (s->phase != SeqPhase::kPrefilling) continue;
     // A prompt's next layers need the residual its layers in flight leave; its logprobs are
     // taken chunk by chunk, in order.

@@ -128,6 +128,13 @@ struct ScheduledSeq {
   bool is_context = false;    // the sequence of a cached context: never decodes
   bool made_context = false;  // its own admission had its context compressed (none cached)
   size_t suffix = 0;          // tokens appended after the cached context it forked from
+  // Reconstruct scoring of its context (compression::kReconstruct): the repeat instruction's
+  // tokens, which its context sequence feeds, with the context again, after the context.
+  std::vector<int32_t> repeat_instruction;
+  // A context sequence scored by reconstruction: the tokens fed after its prompt (the
+  // instruction, then the context), chunk by chunk as prompt chunks are, as its look-ahead;
+  // their queries score the context and their rows are rolled back (end_lookahead).
+  std::vector<int32_t> repeat;
   // Plans in flight with an entry of it (pipeline stages: Scheduler::landed). Until they land
   // it gets no entry that needs their results, and it is not preempted.
   size_t in_flight = 0;
@@ -161,9 +168,12 @@ class Scheduler {
   StepPlan schedule(std::vector<EntryKind>& kinds);
   // `plan`'s results are in (its sequences may be planned again on them).
   void landed(const StepPlan& plan);
-  // A context sequence (is_context) was compressed in a step that landed: it keeps `kept` tokens
-  // per [layer][model KV head] and becomes a cached context.
+  // A context sequence (is_context) was compressed in a step that landed (at its last prompt
+  // chunk, or at the end of its repeat when it is scored by reconstruction): it keeps `kept`
+  // tokens per [layer][model KV head] and becomes a cached context.
   void context_compressed(uint64_t id, const std::vector<std::vector<size_t>>& kept);
+  // Whether resident context sequence `id` is scored by its repeat (not at its last chunk).
+  bool context_repeats(uint64_t id) const;
   bool is_context(uint64_t id) const { return id >= kFirstContextId; }
   size_t cached_contexts() const { return contexts_.size(); }
   // After the step ran: a sequence compressed in it takes its kept token counts (rank 0's

@@ -108,6 +108,12 @@ void Scheduler::context_compressed(uint64_t id, const std::vector<std::vector<si
   contexts_.push_back(CachedContext{std::move(seq), tick_});
 }
 
+bool Scheduler::context_repeats(uint64_t id) const {
+  const auto it =
+      std::find_if(resident_.begin(), resident_.end(), [id](const auto& p) { return p->id == id; });
+  return it != resident_.end() && !(*it)->repeat.empty();
+}
+
 Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& plan,
                                                    std::vector<EntryKind>& kinds,
                                                    std::vector<size_t>& used,
@@ -142,6 +148,11 @@ Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& pl
       seq->prompt.assign(s.prompt.begin(), s.prompt.begin() + c);
       seq->compression = s.compression;
       seq->is_context = true;
+      if (!s.repeat_instruction.empty()) {
+        seq->repeat = s.repeat_instruction;
+        seq->repeat.insert(seq->repeat.end(), seq->prompt.begin(), seq->prompt.end());
+        seq->lookahead = seq->repeat.size();
+      }
       s.made_context = s.made_context || s.preemptions == 0;
     }
     waiting_.push_front(std::move(seq));

@@ -48,10 +48,10 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
                        size_t v_stride) {
   const CompressionConfig& c = config();
   if (c.scoring == Scoring::kReconstruct) {
-    if (!record_ || n_obs <= c.window) {
+    if (n_obs <= c.window) {
       throw std::invalid_argument(
-          "scoring reconstruct needs a recording prefill followed by the repeated context "
-          "(adakv eval passkey-multi)");
+          "scoring reconstruct needs the repeated context's queries after the prompt (a "
+          "compressed context, or adakv eval passkey-multi)");
     }
     // KVzip: each key's largest attention from one query of the repeat; selection and
     // allocation both read it.

@@ -240,6 +240,9 @@ std::string describe(const CompressionConfig& c) {
     os << " (sink " << c.pool_sink << ", shift " << c.pool_shift << ")";
   }
   if (c.scoring != Scoring::kWindow) os << ", scoring " << to_string(c.scoring);
+  if (c.context_scoring != CompressionConfig{}.context_scoring) {
+    os << ", context_scoring " << to_string(c.context_scoring);
+  }
   os << ", gqa " << to_string(c.gqa) << ", lookahead " << c.lookahead;
   if (c.lookahead > 0 && c.lookahead_weight != 1.0) os << " (weight " << c.lookahead_weight << ")";
   if (c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid) {
@@ -324,6 +327,8 @@ CompressionConfig load_preset(const std::string& path, const CompressionConfig& 
                            CompressionConfig& cfg) { cfg.budget_scores = parse_budget_scores(v); }},
       {"scoring",
        [](const std::string& v, CompressionConfig& cfg) { cfg.scoring = parse_scoring(v); }},
+      {"context_scoring", [](const std::string& v,
+                             CompressionConfig& cfg) { cfg.context_scoring = parse_scoring(v); }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},
       {"delta", size_value(&CompressionConfig::delta)},

@@ -26,8 +26,9 @@ enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores th
 //                 projection, ||W_o^h v||: how much the head's output moves with it (CriticalKV);
 //   reconstruct:  the most attention it receives from one query of the context repeated after
 //                 it (KVzip): the prompt is followed by "repeat the context" and the context,
-//                 whose queries are observed and then rolled back. A recording prefill only
-//                 (adakv eval), which feeds the repeated context.
+//                 whose queries are observed and then rolled back. It needs the repeat fed
+//                 after the prompt: a recording prefill (adakv eval passkey-multi) or a
+//                 compressed context (CompressionConfig::context_scoring).
 enum class Scoring { kWindow, kOutputAware, kReconstruct };
 
 // Look-ahead steps are decode steps with the full cache: a few dozen pay for themselves, more
@@ -92,6 +93,13 @@ struct CompressionConfig {
   // output-aware needs the values of the scored keys, and reconstruct observes queries after
   // the prompt itself, so neither combines with look-ahead.
   Scoring scoring = Scoring::kWindow;
+  // What scores a compressed context (a request's kv_compress_context), whose questions are
+  // not known when it is compressed. The window then holds the context's own last tokens, which
+  // say little about what later questions will read; reconstruction scores every token by how
+  // much reading the context back needs it. Reconstruct costs about a second prefill of the
+  // context, once per cached context, and holds its uncompressed cache twice over until it is
+  // scored; a context of more than half the model's context is scored by its window.
+  Scoring context_scoring = Scoring::kReconstruct;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
   size_t delta = 16;         // waterfill tile, tokens
@@ -140,11 +148,11 @@ void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, min_keep, window,
 // alpha, pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight,
-// budget_scores, scoring, scope, rule, delta, b_min, pyramid_beta, sink; absent keys keep their
-// value in `defaults` (the struct's defaults unless a command passes its own, e.g. generate's
-// min_keep), an empty file gives `defaults`. Unreadable files, YAML syntax errors, unknown or
-// duplicate keys and bad values throw std::invalid_argument naming the file (and the key); the
-// result is validate()d.
+// budget_scores, scoring, context_scoring, scope, rule, delta, b_min, pyramid_beta, sink; absent
+// keys keep their value in `defaults` (the struct's defaults unless a command passes its own, e.g.
+// generate's min_keep), an empty file gives `defaults`. Unreadable files, YAML syntax errors,
+// unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and the
+// key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path, const CompressionConfig& defaults = {});
 
 // One line of the settings in force: "policy adakv, budget 20%, min_keep 512, window 32,

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/compression/reconstruction.h"
 #include "runtime/eval/passkey_multi.h"
 #include "runtime/eval/scoring.h"
 
@@ -19,10 +20,6 @@ double seconds_since(Clock::time_point t0) {
 // A reply that starts unlike every question: the common prefix of the prompts then ends
 // before the first question word, so the context holds no part of any question.
 constexpr const char* kProbe = "Thanks.";
-
-// What follows the context when a run scores by reconstruction (KVzip's repeat prompt): its
-// queries, reading the context back, score each of its tokens.
-constexpr const char* kRepeat = "\n\nRepeat the previous context exactly.\n\n";
 
 // Run indices grouped by scoring: the runs of a group share one recording prefill.
 std::vector<std::vector<size_t>> scoring_groups(const std::vector<PolicyRun>& runs) {
@@ -130,7 +127,8 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
         for (size_t i : group) configs.push_back(spec.runs[i].config);
         std::vector<int32_t> reconstruction;
         if (configs.front().scoring == compression::Scoring::kReconstruct) {
-          reconstruction = engine.encode_prompt(kRepeat + s.document, /*chat=*/false);
+          reconstruction = engine.encode_prompt(
+              std::string(compression::kRepeatInstruction) + s.document, /*chat=*/false);
         }
         const auto outs =
             runtime::answer_questions(engine, req, questions, configs, reconstruction);

@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "kernels/quant.h"
+#include "runtime/compression/reconstruction.h"
 #include "runtime/engine.h"
+#include "runtime/policy_fork.h"
 #include "runtime/worker.h"
 #include "tests/e2e/model_fixture.h"
 
@@ -259,6 +261,35 @@ TEST_F(CompressedContexts, AChatReusesItsContextUntilTheTailGrowsPastTheLimit) {
   for (size_t turn = 0; turn < 5; ++turn) EXPECT_LT(computed[turn], turn == 0 ? 1300u : 1400u);
   EXPECT_EQ(loop.scheduler().cached_contexts(), 2u);
   EXPECT_EQ(loop.free_blocks() + loop.cached_free_blocks(), config.kv_pool_blocks);
+}
+
+// A context scored by reconstruction (context_scoring reconstruct, the default) in the serving
+// loop keeps what the eval's recording keeps when the same repeat follows it: the same head
+// budgets, the same answer. Scored by its window instead, it keeps other tokens.
+TEST_F(CompressedContexts, ReconstructionScoresAServedContextAsTheEvalRecordingDoes) {
+  const auto doc = text(0, 1500);
+  const auto q = question(1);
+  ServingConfig config = serving(30 * 3 * 8 * 100, true);
+  config.prefill_chunk = 2048;           // one forward for the context, and one for its repeat,
+  config.max_num_batched_tokens = 4096;  // as the recording has them
+  GenerateRequest served = ask(doc, q);
+  ASSERT_EQ(served.compression.context_scoring, adakv::compression::Scoring::kReconstruct);
+  const Run reconstructed = run({served}, config, true);
+  served.compression.context_scoring = adakv::compression::Scoring::kWindow;
+  const Run windowed = run({served}, config, true);
+
+  GenerateRequest context = request(doc, Policy::kAdaKV);
+  CompressionConfig policy = context.compression;
+  policy.scoring = adakv::compression::Scoring::kReconstruct;
+  auto repeat = engine_->encode_prompt(adakv::compression::kRepeatInstruction, false);
+  repeat.insert(repeat.end(), doc.begin(), doc.end());
+  const auto recorded = adakv::runtime::answer_questions(*engine_, context, {q}, {policy}, repeat);
+
+  const auto& budgets = reconstructed.results[0].compression.budgets;
+  ASSERT_FALSE(budgets.empty());
+  EXPECT_EQ(budgets, recorded[0][0].compression.budgets);
+  EXPECT_EQ(reconstructed.results[0].tokens, recorded[0][0].tokens);
+  EXPECT_NE(budgets, windowed.results[0].compression.budgets);
 }
 
 // A context needs a question after it.
