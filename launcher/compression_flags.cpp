@@ -96,6 +96,11 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "window, default), output-aware (that attention times ||W_o^h v||, the "
                   "norm of its value through the head's output projection) or reconstruct "
                   "(eval passkey-multi: the most attention from the context repeated after it)");
+  app->add_option("--context-scoring", context_scoring,
+                  "What scores a compressed context (a request's kv_compress_context), whose "
+                  "questions are not known yet: reconstruct (default: the context repeated "
+                  "after it, about one more prefill of it; a context longer than half the "
+                  "model's context falls back to window), window or output-aware");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")
@@ -172,6 +177,7 @@ compression::CompressionConfig CompressionFlags::resolve(
         "scoring reconstruct runs only in adakv eval passkey-multi (it repeats the context after "
         "the prompt); use window or output-aware here");
   }
+  if (!context_scoring.empty()) c.context_scoring = compression::parse_scoring(context_scoring);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

@@ -1,6 +1,7 @@
 // The KV-compression flags shared by generate, batch, eval and bench:
 // --policy --budget --min-keep --window --alpha --scope --rule --pooling --pool-kernel
-// --pool-sink --pool-shift --gqa --lookahead --lookahead-weight --budget-scores --scoring --delta
+// --pool-sink --pool-shift --gqa --lookahead --lookahead-weight --budget-scores --scoring
+// --context-scoring --delta
 // --b-min --preset --kv-dtype --decode-dots. A preset file gives the defaults; flags given on the
 // command line override it. generate also starts from the model's own preset and a per-head floor
 // (min_keep 512) when no --preset says otherwise; eval, profile and bench start from the official
@@ -18,7 +19,7 @@ namespace adakv::cli {
 
 struct CompressionFlags {
   std::string preset, policy, budget, scope, rule, pooling, gqa, budget_scores, scoring,
-      kv_dtype = "bf16", decode_dots = "int16";
+      context_scoring, kv_dtype = "bf16", decode_dots = "int16";
   double alpha = 0, lookahead_weight = 0;
   long window = 0, delta = 0, b_min = 0, pool_kernel = 0, pool_sink = 0, pool_shift = 0,
        lookahead = 0, min_keep = 0;

@@ -51,6 +51,11 @@ void EngineFlags::add_to(CLI::App* app) {
                   "A cached compressed context (kv_compress_context) serves a later context that "
                   "goes on for at most this many tokens more; longer, it is compressed anew "
                   "(default 1024)");
+  app->add_option("--kv-repeat-piece", repeat_piece,
+                  "A context scored by reconstruction (--context-scoring) is repeated after "
+                  "itself in pieces of at most this many tokens, which the pool holds on top of "
+                  "the context while it is scored (default 0: as many as fit the model's "
+                  "context)");
 }
 
 runtime::ServingConfig EngineFlags::config(const model::ModelConfig& local,
@@ -72,6 +77,7 @@ runtime::ServingConfig EngineFlags::config(const model::ModelConfig& local,
   c.prefill_chunk = prefill_chunk;
   c.prefix_caching = !no_prefix_caching;
   c.context_tail = context_tail;
+  c.context_repeat_piece = repeat_piece;
   if (max_num_seqs == 0) throw std::invalid_argument("--max-num-seqs must be >= 1");
   if (max_num_batched_tokens == 0) {
     throw std::invalid_argument("--max-num-batched-tokens must be >= 1");

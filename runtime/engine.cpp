@@ -20,7 +20,8 @@ Engine::Engine(Worker& engine, const ServingConfig& config)
       scheduler_(config, engine.model().config(), engine.tp_size(), engine.model().shard().lm_head,
                  size_t(engine.world().pp_size)),
       depth_(size_t(std::max(engine.world().pp_size, 1))),
-      repeat_instruction_(engine.encode_prompt(compression::kRepeatInstruction, /*chat=*/false)) {
+      repeat_instruction_(engine.encode_prompt(compression::kRepeatInstruction, /*chat=*/false)),
+      repeat_piece_limit_(config.context_repeat_piece) {
   engine_.configure_steps(config);
 }
 
@@ -53,6 +54,11 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
       seq->compression.scoring = context_scoring(req.compression, c);
       if (seq->compression.scoring == compression::Scoring::kReconstruct) {
         seq->repeat_instruction = repeat_instruction_;
+        seq->repeat_piece = compression::repeat_piece_tokens(
+            c, c, repeat_instruction_.size(), engine_.model().config().context_length);
+        if (repeat_piece_limit_ > 0) {
+          seq->repeat_piece = std::min(seq->repeat_piece, repeat_piece_limit_);
+        }
       }
     }
   }
@@ -62,13 +68,12 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
 compression::Scoring Engine::context_scoring(const compression::CompressionConfig& c,
                                              size_t n_context) const {
   if (c.context_scoring != compression::Scoring::kReconstruct) return c.context_scoring;
-  // Nothing to score, or no room for the repeat: the window scores it.
+  // Nothing to score, or no room for a piece of the repeat: the window scores it.
   const bool evicts = !c.keeps_everything(n_context) && n_context > c.window &&
                       c.policy != compression::Policy::kStreaming;
-  const size_t repeated = 2 * n_context + repeat_instruction_.size();
-  return evicts && repeated <= engine_.model().config().context_length
-             ? compression::Scoring::kReconstruct
-             : compression::Scoring::kWindow;
+  const size_t piece = compression::repeat_piece_tokens(
+      n_context, n_context, repeat_instruction_.size(), engine_.model().config().context_length);
+  return evicts && piece > 0 ? compression::Scoring::kReconstruct : compression::Scoring::kWindow;
 }
 
 void Engine::check(const Request& request) const {

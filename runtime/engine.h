@@ -146,6 +146,7 @@ class Engine {
   LoopStats stats_;
   size_t depth_;                             // plans in flight at most: one per pipeline stage
   std::vector<int32_t> repeat_instruction_;  // compression::kRepeatInstruction, tokenized
+  size_t repeat_piece_limit_;                // ServingConfig::context_repeat_piece
   std::deque<InFlight> in_flight_;
   double last_landed_at_ = 0;
   double last_stage_wait_s_ = -1;  // the last stage's input wait at the last landing

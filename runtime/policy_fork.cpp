@@ -42,34 +42,34 @@ class ForkedPrompt {
  public:
   // Configures the engine's pool for `copies` caches besides the recording, each of the prompt
   // plus `room` tokens (so that no step can run out of blocks).
-  // `reconstruction`: the tokens that follow the prompt when the policies score by
-  // reconstruction (required then, else ignored): their queries are observed, then rolled back.
+  // `repeat`: the pieces that follow the prompt when the policies score by reconstruction
+  // (required then, else ignored): their queries are observed, then rolled back.
   ForkedPrompt(Worker& engine, const GenerateRequest& req,
                const std::vector<compression::CompressionConfig>& policies, size_t room,
-               size_t copies, const std::vector<int32_t>& reconstruction = {})
+               size_t copies, const compression::RepeatPieces& repeat = {})
       : engine_(engine), req_(req), scoring_(policies.front()) {
     for (const auto& p : policies) {
       lookahead_ = std::max(lookahead_, engine.lookahead_steps(p, req.prompt.size()));
     }
     if (scoring_.scoring == compression::Scoring::kReconstruct) {
-      if (reconstruction.empty()) {
+      if (repeat.empty()) {
         throw std::invalid_argument(
             "scoring reconstruct needs the context to repeat after the prompt (adakv eval "
             "passkey-multi)");
       }
-      reconstruction_ = reconstruction;
+      repeat_ = repeat;
     }
     const auto& cfg = engine.model().local_config();
     const size_t n = req.prompt.size();
     const size_t blocks_per_head =
-        (n + std::max({room, lookahead_, reconstruction_.size()}) + req.block_tokens - 1) /
+        (n + std::max({room, lookahead_, repeat_.longest}) + req.block_tokens - 1) /
         req.block_tokens;
     ServingConfig config;
     config.block_tokens = req.block_tokens;
     config.kv_dtype = req.kv_dtype;
     config.kv_pool_blocks = (copies + 1) * blocks_per_head * cfg.n_layers * cfg.n_kv_heads;
     config.max_num_seqs = copies + 1;
-    config.max_num_batched_tokens = std::max(n, reconstruction_.size());
+    config.max_num_batched_tokens = std::max(n, repeat_.longest);
     config.prefill_chunk = n;
     engine.reset_stats();
     engine.configure_steps(config);
@@ -91,10 +91,14 @@ class ForkedPrompt {
     plan.entries = {StepEntry{kSource, req_.prompt, true}};
     prefill_logits_ = engine_.execute_step(plan).logits;
     const auto t1 = std::chrono::steady_clock::now();
-    if (!reconstruction_.empty()) {
-      StepPlan repeat;
-      repeat.entries = {StepEntry{kSource, reconstruction_, false}};
-      engine_.execute_step(repeat);
+    // Each piece of the repeat in one entry; the cache rolls back between pieces.
+    for (size_t i = 0, begin = 0; i < repeat_.ends.size(); begin = repeat_.ends[i++]) {
+      StepPlan piece;
+      if (i > 0) piece.rewind_lookahead = {kSource};
+      const auto first = repeat_.tokens.begin();
+      piece.entries = {
+          StepEntry{kSource, {first + long(begin), first + long(repeat_.ends[i])}, false}};
+      engine_.execute_step(piece);
     }
     std::vector<float> logits = prefill_logits_;
     for (size_t step = 0; step < lookahead_; ++step) {
@@ -128,7 +132,7 @@ class ForkedPrompt {
   const GenerateRequest& req_;
   compression::CompressionConfig scoring_;
   size_t lookahead_ = 0;
-  std::vector<int32_t> reconstruction_;
+  compression::RepeatPieces repeat_;
   std::vector<float> prefill_logits_;  // [vocab]: the prompt's last row
   double prefill_s_ = 0, lookahead_s_ = 0;
   uint64_t next_id_ = kSource + 1;
@@ -328,7 +332,7 @@ std::vector<ContinuationScore> score_continuation(
 std::vector<std::vector<GenerateResult>> answer_questions(
     Worker& engine, const GenerateRequest& req, const std::vector<std::vector<int32_t>>& questions,
     const std::vector<compression::CompressionConfig>& policies,
-    const std::vector<int32_t>& reconstruction) {
+    const compression::RepeatPieces& repeat) {
   if (!engine.is_root()) throw std::logic_error("answer_questions() runs on rank 0");
   check_policies(policies);
   if (questions.empty()) throw std::invalid_argument("no question to answer");
@@ -345,15 +349,15 @@ std::vector<std::vector<GenerateResult>> answer_questions(
                                 std::to_string(engine.context_length()));
   }
   if (policies.front().scoring == compression::Scoring::kReconstruct &&
-      n_context + reconstruction.size() > engine.context_length()) {
+      n_context + repeat.longest > engine.context_length()) {
     throw std::invalid_argument(
-        "context (" + std::to_string(n_context) + " tokens) and its reconstruction (" +
-        std::to_string(reconstruction.size()) + ") do not fit the model's context of " +
+        "context (" + std::to_string(n_context) + " tokens) and a piece of its reconstruction (" +
+        std::to_string(repeat.longest) + ") do not fit the model's context of " +
         std::to_string(engine.context_length()));
   }
   // One policy at a time holds a fork per question.
   const size_t Q = questions.size();
-  ForkedPrompt job(engine, req, policies, longest + max_new, Q, reconstruction);
+  ForkedPrompt job(engine, req, policies, longest + max_new, Q, repeat);
   job.prefill();
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& q : questions) {

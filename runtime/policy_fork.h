@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/compression/config.h"
+#include "runtime/compression/reconstruction.h"
 #include "runtime/worker.h"
 
 namespace adakv::runtime {
@@ -62,16 +63,16 @@ std::vector<ContinuationScore> score_continuation(
 // question of a policy in one batch. Results [policy][question]; prefill_s is the context's
 // shared prefill, decode_s the question's forward plus its decoding, the KV fields are the
 // fork's. request.reference is ignored. Policies that score by reconstruction (KVzip) need
-// `reconstruction`: tokens that follow the context in the recording (an instruction to repeat
-// it, then the context again), whose queries score the context and are then rolled back; their
-// forward and the scoring are compression.lookahead_s. Throws std::invalid_argument on no
-// question, an empty one, or context, question and new tokens that do not fit the model's
-// context.
+// `repeat`: the pieces that follow the context in the recording (each an instruction to repeat
+// it, then a part of the context again), whose queries score the context and are then rolled
+// back, piece by piece; their forward and the scoring are compression.lookahead_s. Throws
+// std::invalid_argument on no question, an empty one, or context, question and new tokens (or
+// context and a piece) that do not fit the model's context.
 std::vector<std::vector<GenerateResult>> answer_questions(
     Worker& engine, const GenerateRequest& request,
     const std::vector<std::vector<int32_t>>& questions,
     const std::vector<compression::CompressionConfig>& policies,
-    const std::vector<int32_t>& reconstruction = {});
+    const compression::RepeatPieces& repeat = {});
 
 // Prefills request.prompt recording the window scores of every head, and forks it under
 // request.compression (for adakv profile). No token is generated.

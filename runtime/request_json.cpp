@@ -240,6 +240,16 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
     g.compression.window = size_t(integer(body["kv_window"], "kv_window", 1, context));
   }
   try {
+    if (body.contains("kv_context_scoring") && !body["kv_context_scoring"].is_null()) {
+      if (!body["kv_context_scoring"].is_string()) bad("kv_context_scoring", "must be a string");
+      g.compression.context_scoring = compression::parse_scoring(body["kv_context_scoring"]);
+    }
+  } catch (const RequestError&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(std::string("'kv_context_scoring': ") + e.what(), "kv_context_scoring");
+  }
+  try {
     g.compression.validate();
   } catch (const std::invalid_argument& e) {
     throw RequestError(std::string("compression settings: ") + e.what(), "kv_budget");

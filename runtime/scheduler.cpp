@@ -55,7 +55,8 @@ void Scheduler::check_fits_alone(const ScheduledSeq& s) const {
   size_t tokens = s.prompt.size() + std::max(s.max_new, s.lookahead);
   // Its context sequence holds the context and its repeat until they are scored.
   if (!s.repeat_instruction.empty()) {
-    tokens = std::max(tokens, 2 * s.context_tokens + s.repeat_instruction.size());
+    tokens = std::max(tokens, s.context_tokens + s.repeat_instruction.size() +
+                                  std::min(s.repeat_piece, s.context_tokens));
   }
   size_t worst = 0;
   for (size_t r = 0; r < rank_heads_.size(); ++r) {
@@ -368,8 +369,9 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   // Look-ahead over: compress before this step's forward (decodes resume next step, once the
   // kept counts are known).
   for (const auto& s : resident_) {
+    const size_t steps = s->repeat.empty() ? s->lookahead : s->repeat.tokens.size();
     if (s->phase == SeqPhase::kLookahead && s->in_flight == 0 &&
-        (s->lookahead_done == s->lookahead ||
+        (s->lookahead_done == steps ||
          std::binary_search(s->stop_ids.begin(), s->stop_ids.end(), s->lookahead_next))) {
       plan.end_lookahead.push_back(s->id);
       s->phase = SeqPhase::kRunning;
@@ -485,11 +487,16 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     return true;
   };
   // A context's repeat (reconstruct scoring), in chunks as a prompt's: rows observed, not kept.
+  // A piece that starts where another ended rolls that one back first.
   auto schedule_repeat = [&](ScheduledSeq& s) {
-    const size_t n = std::min({s.repeat.size() - s.lookahead_done, config_.prefill_chunk,
-                               config_.max_num_batched_tokens});
+    const auto& ends = s.repeat.ends;
+    const size_t done = s.lookahead_done;
+    const size_t piece_end = *std::upper_bound(ends.begin(), ends.end(), done);
+    const size_t n =
+        std::min({piece_end - done, config_.prefill_chunk, config_.max_num_batched_tokens});
     if (prefill_tokens > 0 && prefill_tokens + n > budget) return false;
-    const auto from = s.repeat.begin() + long(s.lookahead_done);
+    if (std::binary_search(ends.begin(), ends.end(), done)) plan.rewind_lookahead.push_back(s.id);
+    const auto from = s.repeat.tokens.begin() + long(done);
     plan.entries.push_back(StepEntry{s.id, {from, from + long(n)}, false});
     kinds.push_back(EntryKind::kLookahead);
     s.lookahead_done += n;
@@ -502,7 +509,7 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
   });
   for (const auto& s : resident_) {
     if (s->phase == SeqPhase::kLookahead && !s->repeat.empty()) {
-      if (s->in_flight > 0 || s->lookahead_done == s->lookahead) continue;
+      if (s->in_flight > 0 || s->lookahead_done == s->repeat.tokens.size()) continue;
       if (!schedule_repeat(*s)) break;
       continue;
     }

@@ -71,6 +71,7 @@
 
 #include "model/config.h"
 #include "model/shard.h"
+#include "runtime/compression/reconstruction.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/step_plan.h"
 
@@ -129,12 +130,15 @@ struct ScheduledSeq {
   bool made_context = false;  // its own admission had its context compressed (none cached)
   size_t suffix = 0;          // tokens appended after the cached context it forked from
   // Reconstruct scoring of its context (compression::kReconstruct): the repeat instruction's
-  // tokens, which its context sequence feeds, with the context again, after the context.
+  // tokens, and the most context tokens one piece of the repeat holds (the engine's choice,
+  // within the model's context); its context sequence is built with them.
   std::vector<int32_t> repeat_instruction;
-  // A context sequence scored by reconstruction: the tokens fed after its prompt (the
-  // instruction, then the context), chunk by chunk as prompt chunks are, as its look-ahead;
-  // their queries score the context and their rows are rolled back (end_lookahead).
-  std::vector<int32_t> repeat;
+  size_t repeat_piece = 0;
+  // A context sequence scored by reconstruction: the pieces fed after its prompt, each in
+  // chunks as prompt chunks are, as its look-ahead (lookahead: the longest piece); their
+  // queries score the context, and the cache rolls back after each (rewind_lookahead, then
+  // end_lookahead after the last).
+  compression::RepeatPieces repeat;
   // Plans in flight with an entry of it (pipeline stages: Scheduler::landed). Until they land
   // it gets no entry that needs their results, and it is not preempted.
   size_t in_flight = 0;

@@ -149,9 +149,8 @@ Scheduler::Admission Scheduler::admit_with_context(ScheduledSeq& s, StepPlan& pl
       seq->compression = s.compression;
       seq->is_context = true;
       if (!s.repeat_instruction.empty()) {
-        seq->repeat = s.repeat_instruction;
-        seq->repeat.insert(seq->repeat.end(), seq->prompt.begin(), seq->prompt.end());
-        seq->lookahead = seq->repeat.size();
+        seq->repeat = compression::repeat_pieces(s.repeat_instruction, seq->prompt, s.repeat_piece);
+        seq->lookahead = seq->repeat.longest;
       }
       s.made_context = s.made_context || s.preemptions == 0;
     }

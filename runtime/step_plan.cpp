@@ -31,6 +31,7 @@ std::string encode_plan(const StepPlan& p) {
   w.put_vector(p.prefix_evict);
   w.put_vector(p.start);
   w.put_vector(p.prefix_attach);
+  w.put_vector(p.rewind_lookahead);
   w.put_vector(p.end_lookahead);
   w.put_vector(p.fork);
   w.put_vector(p.gather_scores);
@@ -56,6 +57,7 @@ StepPlan decode_plan(const std::string& bytes) {
   p.start = in.get_vector<SequenceStart>();
   for (const auto& s : p.start) in.check_bool(s.record_scores);
   p.prefix_attach = in.get_vector<PrefixLink>();
+  p.rewind_lookahead = in.get_vector<uint64_t>();
   p.end_lookahead = in.get_vector<uint64_t>();
   p.fork = in.get_vector<SequenceFork>();
   for (const auto& f : p.fork) in.check_bool(f.share);

@@ -29,6 +29,11 @@ struct ServingConfig {
   // whose context starts with it and goes on for at most this many tokens more (appended
   // uncompressed); a longer context is compressed anew.
   size_t context_tail = 1024;
+  // A context scored by reconstruction (CompressionConfig::context_scoring) is repeated after
+  // itself in pieces of at most this many tokens, the cache rolled back between pieces: the
+  // repeat holds that many more rows per KV head in the pool while it is scored. 0: as many as
+  // fit the model's context (one piece, when the context is at most about half of it).
+  size_t context_repeat_piece = 0;
   // Throws std::invalid_argument naming the bad field.
   void validate() const;
 };
@@ -86,6 +91,9 @@ struct StepPlan {
   std::vector<SequenceStart> start;    // caches created
   // Cached spans each new cache starts with, in order (after the starts).
   std::vector<PrefixLink> prefix_attach;
+  // Contexts scored by a repeat in pieces, at a piece's end: rewind_lookahead() before the
+  // forward (the next piece is in this plan's entries).
+  std::vector<uint64_t> rewind_lookahead;
   std::vector<uint64_t> end_lookahead;  // compress_after_lookahead() before the forward
   std::vector<SequenceFork> fork;       // forked after end_lookahead, before the forward
   // Recording sequences whose window scores every rank gathers, after the forks (collective).
@@ -96,8 +104,8 @@ struct StepPlan {
 
   bool empty() const {
     return report.empty() && release.empty() && prefix_evict.empty() && start.empty() &&
-           prefix_attach.empty() && end_lookahead.empty() && fork.empty() &&
-           gather_scores.empty() && entries.empty() && prefix_insert.empty();
+           prefix_attach.empty() && rewind_lookahead.empty() && end_lookahead.empty() &&
+           fork.empty() && gather_scores.empty() && entries.empty() && prefix_insert.empty();
   }
   size_t tokens() const;
 };

@@ -352,6 +352,7 @@ StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
     }
     seq(id).cache->attach_spans(spans);
   }
+  for (uint64_t id : plan.rewind_lookahead) seq(id).cache->rewind_lookahead();
   for (uint64_t id : plan.end_lookahead) {
     StepSequence& s = seq(id);
     s.cache->compress_after_lookahead();

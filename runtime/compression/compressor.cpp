@@ -59,7 +59,13 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
     score_observations(q_obs, q_stride, k, k_stride, n_keys, n_obs, q_heads_, kv_heads_, head_dim_,
                        c, &peak, *backend_);
     merge_replica_scores(group(), peak, kv_heads_, c.gqa);
-    scores_[layer] = std::move(peak);
+    // A context repeated in pieces is scored once per piece: each key keeps its largest score.
+    std::vector<float>& kept = scores_[layer];
+    if (kept.size() == peak.size()) {
+      for (size_t i = 0; i < peak.size(); ++i) kept[i] = std::max(kept[i], peak[i]);
+    } else {
+      kept = std::move(peak);
+    }
     budget_scores_[layer].clear();
     return;
   }
@@ -97,17 +103,18 @@ void Compressor::observe(size_t layer, const float* q, size_t q_stride, size_t r
   observed.rows += rows;
 }
 
-void Compressor::score_lookahead(size_t n_keys,
-                                 const std::function<kernels::Buffer(size_t)>& keys) {
+void Compressor::score_lookahead(size_t n_keys, const std::function<kernels::Buffer(size_t)>& keys,
+                                 bool keep_window) {
   const size_t q_width = q_heads_ * head_dim_;
   for (size_t l = 0; l < observed_q_.size(); ++l) {
-    const Observed& observed = observed_q_[l];
+    Observed& observed = observed_q_[l];
     if (observed.rows == 0) continue;  // a prompt no longer than the window: nothing to score
     const kernels::Buffer k = keys(l);
     score(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
           observed.rows);
+    if (keep_window) observed.rows = std::min(observed.rows, config().window);
   }
-  observed_q_.clear();
+  if (!keep_window) observed_q_.clear();
 }
 
 std::vector<std::vector<uint32_t>> Compressor::take_layer(size_t layer, size_t n,

@@ -65,8 +65,11 @@ class Compressor {
   // within the backend.
   void observe(size_t layer, const float* q, size_t q_stride, size_t rows);
   // Scores every layer that observed queries from them, over the first n_keys keys that
-  // keys(layer) returns ([n_keys][Hkv][Dh], dense, backend memory), then drops the queries.
-  void score_lookahead(size_t n_keys, const std::function<kernels::Buffer(size_t)>& keys);
+  // keys(layer) returns ([n_keys][Hkv][Dh], dense, backend memory), then drops the queries;
+  // with keep_window, all but the window's (a piece of a repeated context was scored, the next
+  // piece follows: reconstruct scores keep each key's largest over the pieces).
+  void score_lookahead(size_t n_keys, const std::function<kernels::Buffer(size_t)>& keys,
+                       bool keep_window = false);
 
   const std::vector<std::vector<float>>& scores() const { return scores_; }
 

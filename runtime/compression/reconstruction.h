@@ -1,11 +1,56 @@
 // Scoring by reconstruction (KVzip, Scoring::kReconstruct): after a context comes an
 // instruction to repeat it and the context itself; the queries of that repeat score every token
-// of the context, and are rolled back once they have.
+// of the context, and are rolled back once they have. A context too long to follow with its
+// whole repeat within the model's context is repeated in pieces, each after the instruction:
+// the cache rolls back to the context between pieces, and each key keeps its largest score.
 #pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace adakv::compression {
 
 // The instruction between a context and its repeat (plain text, no chat template).
 inline constexpr const char* kRepeatInstruction = "\n\nRepeat the previous context exactly.\n\n";
+
+// A piece shorter than this repeats too little per instruction to be worth it: the context is
+// then not scored by reconstruction.
+inline constexpr size_t kMinRepeatPiece = 64;
+
+// The tokens fed after a context to score it by reconstruction: piece i is the instruction and
+// text[i * piece_tokens, (i + 1) * piece_tokens), fed after the context and then rolled back.
+struct RepeatPieces {
+  std::vector<int32_t> tokens;  // every piece, in order
+  std::vector<size_t> ends;     // end of each piece in `tokens` (ascending; the last is its size)
+  size_t longest = 0;           // tokens of the longest piece
+
+  bool empty() const { return tokens.empty(); }
+};
+
+inline RepeatPieces repeat_pieces(const std::vector<int32_t>& instruction,
+                                  const std::vector<int32_t>& text, size_t piece_tokens) {
+  RepeatPieces r;
+  piece_tokens = std::max<size_t>(piece_tokens, 1);
+  for (size_t at = 0; at < text.size(); at += piece_tokens) {
+    const size_t end = std::min(text.size(), at + piece_tokens);
+    r.tokens.insert(r.tokens.end(), instruction.begin(), instruction.end());
+    r.tokens.insert(r.tokens.end(), text.begin() + long(at), text.begin() + long(end));
+    r.ends.push_back(r.tokens.size());
+    r.longest = std::max(r.longest, instruction.size() + end - at);
+  }
+  return r;
+}
+
+// The longest piece that follows an n_context-token context within a model context of
+// `model_context` tokens, for a text of text_tokens (0: none fits kMinRepeatPiece).
+inline size_t repeat_piece_tokens(size_t n_context, size_t text_tokens, size_t instruction_tokens,
+                                  size_t model_context) {
+  const size_t used = n_context + instruction_tokens;
+  if (used >= model_context) return 0;
+  const size_t piece = std::min(text_tokens, model_context - used);
+  return piece >= std::min(text_tokens, kMinRepeatPiece) ? piece : 0;
+}
 
 }  // namespace adakv::compression

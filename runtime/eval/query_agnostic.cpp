@@ -60,18 +60,18 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
     throw std::invalid_argument("the first run must be the full cache (the reference)");
   }
   // A question takes about 20 tokens with its chat turn; answer_questions checks exactly. A
-  // reconstruction repeats the document after it.
+  // reconstruction repeats the document after it, in pieces where it does not fit whole.
   const size_t context = engine.model().config().context_length;
   bool reconstructs = false;
   for (const auto& run : spec.runs) {
     reconstructs |= run.config.scoring == compression::Scoring::kReconstruct;
   }
   for (size_t len : spec.lengths) {
-    if (reconstructs && 2 * len + 16 > context) {
-      throw std::invalid_argument("length " + std::to_string(len) +
-                                  ": a document and its reconstruction do not fit the model's "
-                                  "context of " +
-                                  std::to_string(context) + " (reconstruct needs both)");
+    if (reconstructs && len + 32 + compression::kMinRepeatPiece > context) {
+      throw std::invalid_argument(
+          "length " + std::to_string(len) + ": a document and a piece of its reconstruction (" +
+          std::to_string(compression::kMinRepeatPiece) +
+          " tokens at least) do not fit the model's context of " + std::to_string(context));
     }
     if (len + 32 + spec.max_tokens > context) {
       throw std::invalid_argument(
@@ -125,13 +125,20 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
       for (const auto& group : groups) {
         std::vector<compression::CompressionConfig> configs;
         for (size_t i : group) configs.push_back(spec.runs[i].config);
-        std::vector<int32_t> reconstruction;
+        compression::RepeatPieces repeat;
         if (configs.front().scoring == compression::Scoring::kReconstruct) {
-          reconstruction = engine.encode_prompt(
-              std::string(compression::kRepeatInstruction) + s.document, /*chat=*/false);
+          const auto instruction =
+              engine.encode_prompt(compression::kRepeatInstruction, /*chat=*/false);
+          const auto text = engine.encode_prompt(s.document, /*chat=*/false);
+          const size_t piece =
+              compression::repeat_piece_tokens(n_context, text.size(), instruction.size(), context);
+          if (piece == 0) {
+            throw std::invalid_argument("a document of " + std::to_string(n_context) +
+                                        " tokens leaves no room for its reconstruction");
+          }
+          repeat = compression::repeat_pieces(instruction, text, piece);
         }
-        const auto outs =
-            runtime::answer_questions(engine, req, questions, configs, reconstruction);
+        const auto outs = runtime::answer_questions(engine, req, questions, configs, repeat);
         prefill_s += outs.front().front().prefill_s;
         for (size_t p = 0; p < group.size(); ++p) {
           for (size_t k = 0; k < keys; ++k) {

@@ -323,11 +323,23 @@ void PagedKvCache::prefill_layer(size_t layer, const float* q, size_t q_stride, 
 
 void PagedKvCache::finish_lookahead() {
   if (!awaiting_lookahead()) return;
+  score_and_roll_back(false);
+}
+
+void PagedKvCache::rewind_lookahead() {
+  if (!awaiting_lookahead() || config().scoring != compression::Scoring::kReconstruct) {
+    throw std::logic_error("rewind_lookahead needs a context being scored by its repeat");
+  }
+  score_and_roll_back(true);
+}
+
+void PagedKvCache::score_and_roll_back(bool keep_window) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = report_.prompt_tokens, steps = position_ - n, total = position_;
   const size_t bt = pool_.layout().block_tokens;
   // Scored over the keys of prompt and look-ahead tokens.
-  compressor_.score_lookahead(total, [&](size_t layer) { return read_keys(layer, total); });
+  compressor_.score_lookahead(
+      total, [&](size_t layer) { return read_keys(layer, total); }, keep_window);
   // Roll back to the prompt: the look-ahead rows are dropped, their blocks freed.
   const size_t keep_blocks = (n + bt - 1) / bt;
   for (size_t l = 0; l < heads_.size(); ++l) {
@@ -341,7 +353,7 @@ void PagedKvCache::finish_lookahead() {
     sync_layer(l);
   }
   position_ = n;
-  report_.lookahead_tokens = steps;
+  report_.lookahead_tokens += steps;
   report_.score_s += seconds_since(t0);
 }
 

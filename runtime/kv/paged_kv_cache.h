@@ -143,6 +143,11 @@ class PagedKvCache : public model::KvCache {
   // and those tokens' keys), then rolls the cache back to the prompt: the look-ahead rows go
   // and their blocks return to the pool. No-op unless awaiting_lookahead().
   void finish_lookahead();
+  // Between two pieces of a context repeated for reconstruct scoring: scores the piece's
+  // queries as finish_lookahead() does, rolls the cache back to the prompt, and keeps awaiting
+  // the next piece (the window's queries stay observed). Throws std::logic_error unless
+  // awaiting_lookahead() with scoring reconstruct.
+  void rewind_lookahead();
 
   // A new cache in the same pool holding what `policy` keeps of this cache's prompt, as if the
   // prompt had been prefilled under it. Requires a recording cache right after its prefill,
@@ -158,6 +163,9 @@ class PagedKvCache : public model::KvCache {
   std::unique_ptr<PagedKvCache> shared_copy() const;
 
  private:
+  // finish_lookahead() and rewind_lookahead(): score what was observed, drop the rows after
+  // the prompt.
+  void score_and_roll_back(bool keep_window);
   struct HeadTable {
     std::vector<int32_t> blocks;
     uint32_t length = 0;

@@ -265,31 +265,40 @@ TEST_F(CompressedContexts, AChatReusesItsContextUntilTheTailGrowsPastTheLimit) {
 
 // A context scored by reconstruction (context_scoring reconstruct, the default) in the serving
 // loop keeps what the eval's recording keeps when the same repeat follows it: the same head
-// budgets, the same answer. Scored by its window instead, it keeps other tokens.
+// budgets, the same answer; so it does when the repeat comes in pieces (the cache rolled back
+// between them), which change what is kept. Scored by its window instead, it keeps other tokens.
 TEST_F(CompressedContexts, ReconstructionScoresAServedContextAsTheEvalRecordingDoes) {
   const auto doc = text(0, 1500);
   const auto q = question(1);
-  ServingConfig config = serving(30 * 3 * 8 * 100, true);
-  config.prefill_chunk = 2048;           // one forward for the context, and one for its repeat,
-  config.max_num_batched_tokens = 4096;  // as the recording has them
-  GenerateRequest served = ask(doc, q);
-  ASSERT_EQ(served.compression.context_scoring, adakv::compression::Scoring::kReconstruct);
-  const Run reconstructed = run({served}, config, true);
-  served.compression.context_scoring = adakv::compression::Scoring::kWindow;
-  const Run windowed = run({served}, config, true);
-
   GenerateRequest context = request(doc, Policy::kAdaKV);
   CompressionConfig policy = context.compression;
   policy.scoring = adakv::compression::Scoring::kReconstruct;
-  auto repeat = engine_->encode_prompt(adakv::compression::kRepeatInstruction, false);
-  repeat.insert(repeat.end(), doc.begin(), doc.end());
-  const auto recorded = adakv::runtime::answer_questions(*engine_, context, {q}, {policy}, repeat);
-
-  const auto& budgets = reconstructed.results[0].compression.budgets;
-  ASSERT_FALSE(budgets.empty());
-  EXPECT_EQ(budgets, recorded[0][0].compression.budgets);
-  EXPECT_EQ(reconstructed.results[0].tokens, recorded[0][0].tokens);
-  EXPECT_NE(budgets, windowed.results[0].compression.budgets);
+  const auto instruction = engine_->encode_prompt(adakv::compression::kRepeatInstruction, false);
+  std::vector<std::vector<std::vector<size_t>>> budgets;
+  for (size_t piece : {0, 600}) {
+    ServingConfig config = serving(30 * 3 * 8 * 100, true);
+    config.prefill_chunk = 2048;           // one forward for the context, and one for each piece,
+    config.max_num_batched_tokens = 4096;  // as the recording has them
+    config.context_repeat_piece = piece;
+    GenerateRequest served = ask(doc, q);
+    ASSERT_EQ(served.compression.context_scoring, adakv::compression::Scoring::kReconstruct);
+    const Run reconstructed = run({served}, config, true);
+    const auto repeat =
+        adakv::compression::repeat_pieces(instruction, doc, piece > 0 ? piece : doc.size());
+    ASSERT_EQ(repeat.ends.size(), piece > 0 ? 3u : 1u);
+    const auto recorded =
+        adakv::runtime::answer_questions(*engine_, context, {q}, {policy}, repeat);
+    budgets.push_back(reconstructed.results[0].compression.budgets);
+    ASSERT_FALSE(budgets.back().empty());
+    EXPECT_EQ(budgets.back(), recorded[0][0].compression.budgets) << "piece " << piece;
+    EXPECT_EQ(reconstructed.results[0].tokens, recorded[0][0].tokens) << "piece " << piece;
+    EXPECT_EQ(reconstructed.results[0].compression.lookahead_tokens, repeat.tokens.size());
+  }
+  EXPECT_NE(budgets[0], budgets[1]);
+  GenerateRequest windowed = ask(doc, q);
+  windowed.compression.context_scoring = adakv::compression::Scoring::kWindow;
+  EXPECT_NE(budgets[0],
+            run({windowed}, serving(30 * 3 * 8 * 100, true), true).results[0].compression.budgets);
 }
 
 // A context needs a question after it.

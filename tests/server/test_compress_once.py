@@ -12,7 +12,7 @@
   free + cached-unreferenced blocks are the whole pool, on both servers.
 
   ~/.cache/adakv/venv/bin/python tests/server/test_compress_once.py --adakv build/adakv [--tp 3]
-      [--pp 2]
+      [--pp 2] [--context-scoring window|output-aware|reconstruct]
   (--doc-words 5000 --questions 8 --kv-pool-mb 1024: the 6-7k-token acceptance run)
 """
 import argparse
@@ -47,6 +47,8 @@ def document(n_words, keys):
 def chat(srv, messages, compress=True, policy=None, max_tokens=12):
     """One greedy chat request; returns (text, usage)."""
     extra = {"kv_compress_context": True} if compress else {}
+    if compress and ARGS.context_scoring:
+        extra["kv_context_scoring"] = ARGS.context_scoring
     if policy:
         extra["kv_policy"] = policy
     c = openai.OpenAI(base_url=srv.base_url, api_key="none", max_retries=0, timeout=600)
@@ -190,6 +192,10 @@ class BadFields(unittest.TestCase):
                                  "kv_context_tokens": 4000}, "kv_context_tokens"),
             ("/v1/completions", {"prompt": "one two three four", "kv_context_tokens": 2},
              "kv_context_tokens"),
+            ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": True,
+                                      "kv_context_scoring": "query"}, "kv_context_scoring"),
+            ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": True,
+                                      "kv_context_scoring": 1}, "kv_context_scoring"),
         ]
         for path, body, param in cases:
             with self.subTest(body=body):
@@ -233,6 +239,8 @@ def main():
     ap.add_argument("--doc-words", type=int, default=700)
     ap.add_argument("--questions", type=int, default=4)
     ap.add_argument("--kv-pool-mb", default="256")
+    ap.add_argument("--context-scoring", default=None,
+                    help="kv_context_scoring of every compressed context (default: the server's)")
     ap.add_argument("--start-timeout", type=float, default=120)
     ARGS, rest = ap.parse_known_args()
     base.ARGS = argparse.Namespace(adakv=ARGS.adakv, tp=ARGS.tp)

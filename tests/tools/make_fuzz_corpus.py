@@ -146,7 +146,10 @@ REQUESTS = [
 def plan_bytes(entries):
     out = struct.pack("<Q", 1) + struct.pack("<Q", 9)  # report [9]
     out += struct.pack("<Q", 0)  # release
+    out += struct.pack("<Q", 0)  # prefix_evict
     out += struct.pack("<Q", 0)  # start
+    out += struct.pack("<Q", 0)  # prefix_attach
+    out += struct.pack("<Q", 1) + struct.pack("<Q", 9)  # rewind_lookahead [9]
     out += struct.pack("<Q", 0)  # end_lookahead
     out += struct.pack("<Q", 0)  # fork
     out += struct.pack("<Q", 0)  # gather_scores
@@ -154,6 +157,7 @@ def plan_bytes(entries):
     for eid, tokens, logits in entries:
         out += struct.pack("<QQ", eid, len(tokens)) + b"".join(struct.pack("<i", t) for t in tokens)
         out += struct.pack("<??II", logits, False, 0, 0xFFFFFFFF)
+    out += struct.pack("<Q", 0)  # prefix_insert
     return out
 
 

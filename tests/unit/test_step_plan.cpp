@@ -22,6 +22,7 @@ StepPlan sample() {
   s.compression.budget_tokens = 128;
   p.start = {s};
   p.end_lookahead = {5};
+  p.rewind_lookahead = {11};
   p.prefix_evict = {0xfeedULL};
   p.prefix_attach = {{11, 0xabcULL, 0}, {11, 0xdefULL, 1}};
   p.prefix_insert = {{5, 0x123ULL, 2}};
@@ -47,6 +48,7 @@ TEST(StepPlan, RoundTripsThroughTheEngineCommand) {
   EXPECT_EQ(p.start[0].compression.policy, compression::Policy::kSnapKV);
   EXPECT_EQ(p.start[0].compression.budget_tokens, 128u);
   EXPECT_EQ(p.end_lookahead, c.plan.end_lookahead);
+  EXPECT_EQ(p.rewind_lookahead, c.plan.rewind_lookahead);
   EXPECT_EQ(p.prefix_evict, c.plan.prefix_evict);
   ASSERT_EQ(p.prefix_attach.size(), 2u);
   EXPECT_EQ(p.prefix_attach[1].id, 11u);

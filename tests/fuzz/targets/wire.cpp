@@ -27,8 +27,8 @@ bool same_entries(const StepPlan& a, const StepPlan& b) {
       return false;
   }
   return a.report == b.report && a.release == b.release && a.end_lookahead == b.end_lookahead &&
-         a.gather_scores == b.gather_scores && a.start.size() == b.start.size() &&
-         a.fork.size() == b.fork.size();
+         a.rewind_lookahead == b.rewind_lookahead && a.gather_scores == b.gather_scores &&
+         a.start.size() == b.start.size() && a.fork.size() == b.fork.size();
 }
 
 void check_plan(const StepPlan& p, const std::string& bytes) {
