@@ -97,7 +97,7 @@ TEST(StepPlan, RefusesBytesThatAreNoBool) {
   StepPlan entry_only;
   entry_only.entries = {{11, {1}, true}};
   std::string bytes = encode_plan(entry_only);
-  const size_t logits_at = 9 * 8 + 8 + 8 + 4;  // eight empty lists, the entry count, id, tokens
+  const size_t logits_at = 10 * 8 + 8 + 8 + 4;  // nine empty lists, the entry count, id, tokens
   ASSERT_EQ(bytes[logits_at], 1);
   bytes[logits_at] = 2;
   EXPECT_THROW(decode_plan(bytes), std::runtime_error);
