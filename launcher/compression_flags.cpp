@@ -174,8 +174,9 @@ compression::CompressionConfig CompressionFlags::resolve(
   if (!scoring.empty()) c.scoring = compression::parse_scoring(scoring);
   if (c.scoring == compression::Scoring::kReconstruct && !reconstructs) {
     throw std::invalid_argument(
-        "scoring reconstruct runs only in adakv eval passkey-multi (it repeats the context after "
-        "the prompt); use window or output-aware here");
+        "--scoring reconstruct scores a context without its question: adakv eval passkey-multi, "
+        "or --context-scoring reconstruct for the compressed contexts of serve (the default); "
+        "use window or output-aware here");
   }
   if (!context_scoring.empty()) c.context_scoring = compression::parse_scoring(context_scoring);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");

@@ -95,14 +95,14 @@ TEST(QueryAgnosticEval, ReconstructAloneForksFromTheDocument) {
   }
 }
 
-// Reconstruct scoring needs the repeated context that only eval passkey-multi feeds; generate
-// refuses it by name instead of scoring without it.
+// Reconstruct scoring needs a repeated context, which eval passkey-multi and serve's compressed
+// contexts feed; generate refuses it by name instead of scoring without it.
 TEST(QueryAgnosticEval, GenerateRefusesReconstructScoring) {
   const auto r = adakv::test::adakv("generate --model '" + adakv::test::model_path() +
                                     "' --prompt hello --max-tokens 2 --lookahead 0"
                                     " --scoring reconstruct");
   EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.err.find("scoring reconstruct runs only in adakv eval passkey-multi"),
+  EXPECT_NE(r.err.find("--scoring reconstruct scores a context without its question"),
             std::string::npos)
       << r.err;
 }
