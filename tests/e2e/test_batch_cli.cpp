@@ -87,6 +87,45 @@ TEST(BatchCli, Tp3GivesTheResultsOfOneRank) {
   EXPECT_GE(compressed, 8u);
 }
 
+// Compressed contexts scored by reconstruction, repeated in pieces of 200 tokens (the cache rolls
+// back between them): four questions about one document under TP 3 get one rank's budgets and
+// tokens; the pieces' tokens are reported as look-ahead.
+TEST(BatchCli, ReconstructedContextsGetOneRanksBudgetsAtTp3) {
+  std::istringstream words(slurp("/usr/share/common-licenses/GPL-3"));
+  std::string doc;  // about 600 tokens
+  for (std::string w; doc.size() < 2800 && words >> w;) doc += w + " ";
+  std::vector<json> lines;
+  for (const char* q : {"Who may copy it?", "What is a covered work?", "Is there a warranty?",
+                        "What must a conveyor give?"}) {
+    lines.push_back({{"max_tokens", 6},
+                     {"kv_compress_context", true},
+                     {"messages", json::array({{{"role", "system"}, {"content", doc}},
+                                               {{"role", "user"}, {"content", q}}})}});
+  }
+  const auto file = batch_file("reconstruct", lines);
+  const std::string args =
+      "batch " + file.string() +
+      " -q --min-keep 64 --prefill-chunk 256 --kv-repeat-piece 200 --kv-pool-mb 256"
+      " --kv-dtype f32 --decode-dots float --model " +
+      model_path();
+  const auto one = adakv_mpi(1, args);
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const auto three = adakv_mpi(3, args);
+  ASSERT_EQ(three.rc, 0) << three.err;
+  const auto a = parse_lines(one.out), b = parse_lines(three.out);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]);
+    EXPECT_EQ(a[i]["kv"]["budgets"], b[i]["kv"]["budgets"]);
+    EXPECT_TRUE(b[i]["kv"]["budgets_agree_across_ranks"].get<bool>());
+    EXPECT_GT(a[i]["timing"]["lookahead_tokens"].get<size_t>(), 550u);  // 3 or more pieces
+    EXPECT_LT(a[i]["kv"]["after_prefill"]["kept_bytes"].get<double>(),
+              0.5 * a[i]["kv"]["after_prefill"]["full_bytes"].get<double>());
+  }
+}
+
 TEST(BatchCli, BadLinesAreAnsweredInPlaceAndTheRestRuns) {
   const auto file = fs::temp_directory_path() / ("adakv-batch-bad-" + std::to_string(::getpid()));
   std::ofstream(file) << R"({"prompt": "The capital of France is", "max_tokens": 4})"
