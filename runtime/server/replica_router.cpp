@@ -103,9 +103,10 @@ void ReplicaRouter::proxy(std::shared_ptr<Exchange> ex) {
 
   bool streaming = false, answered = false;
   std::string failure;
+  const uint64_t affinity = context_affinity(up.body);
   // A replica that cannot be reached has not seen the request: try the next one.
   for (size_t attempt = 0; attempt < replicas_.size() && !answered; ++attempt) {
-    const auto replica = replicas_.acquire();
+    const auto replica = replicas_.acquire(affinity);
     if (!replica) break;
     HttpHead head;
     std::string body;

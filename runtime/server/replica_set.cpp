@@ -1,28 +1,69 @@
 #include "runtime/server/replica_set.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
 namespace adakv::server {
 
-std::optional<size_t> choose_replica(const std::vector<ReplicaLoad>& loads) {
+namespace {
+
+// Free blocks once the requests routed since the last poll are charged (choose_replica).
+double expected_free(const ReplicaLoad& l) {
+  const double seen = l.running + l.waiting;
+  const double unseen = l.in_flight > seen ? double(l.in_flight) - seen : 0.0;
+  const double per_request = l.running > 0 ? (l.total_blocks - l.free_blocks) / l.running : 0.0;
+  return l.free_blocks - unseen * per_request;
+}
+
+// SplitMix64's finaliser: a well-mixed 64-bit hash of x.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::optional<size_t> choose_replica(const std::vector<ReplicaLoad>& loads, uint64_t affinity) {
   std::optional<size_t> best;
   double best_free = 0;
   for (size_t i = 0; i < loads.size(); ++i) {
     const ReplicaLoad& l = loads[i];
     if (!l.up) continue;
-    const double seen = l.running + l.waiting;
-    const double unseen = l.in_flight > seen ? double(l.in_flight) - seen : 0.0;
-    const double per_request = l.running > 0 ? (l.total_blocks - l.free_blocks) / l.running : 0.0;
-    const double free = l.free_blocks - unseen * per_request;
+    const double free = expected_free(l);
     if (!best || free > best_free || (free == best_free && l.in_flight < loads[*best].in_flight)) {
       best = i;
       best_free = free;
     }
   }
-  return best;
+  if (!best || affinity == 0) return best;
+  std::optional<size_t> home;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    if (loads[i].up && (!home || mix(affinity ^ mix(i)) > mix(affinity ^ mix(*home)))) home = i;
+  }
+  return expected_free(loads[*home]) >= 0.5 * best_free ? home : best;
+}
+
+uint64_t context_affinity(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return 0;
+  const auto compress = j.find("kv_compress_context");
+  if (compress == j.end() || !compress->is_boolean() || !compress->get<bool>()) return 0;
+  std::string named;
+  if (const auto m = j.find("messages"); m != j.end() && m->is_array() && !m->empty()) {
+    named = "chat:" + (*m)[0].dump();
+  } else if (const auto p = j.find("prompt"); p != j.end() && p->is_string()) {
+    named = "prompt:" + p->get<std::string>().substr(0, 1024);
+  } else {
+    return 0;
+  }
+  const uint64_t h = std::hash<std::string>{}(named);
+  return h == 0 ? 1 : h;
 }
 
 namespace {
@@ -163,9 +204,9 @@ std::vector<std::string> ReplicaSet::poll(double timeout_s) {
   return texts;
 }
 
-std::optional<size_t> ReplicaSet::acquire() {
+std::optional<size_t> ReplicaSet::acquire(uint64_t affinity) {
   std::lock_guard lock(mu_);
-  const auto i = choose_replica(loads_);
+  const auto i = choose_replica(loads_, affinity);
   if (i) {
     ++loads_[*i].in_flight;
     ++routed_[*i];

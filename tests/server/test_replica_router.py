@@ -2,7 +2,8 @@
 """`adakv router` in front of two `adakv serve` replicas (data parallelism), through the
 official `openai` client: 16 concurrent clients are all answered and spread over both
 replicas; a replica killed mid-stream ends its own requests with errors while the other keeps
-serving, and the router's /health and /metrics say so.
+serving, and the router's /health and /metrics say so; questions about one compressed context
+all go to the replica that caches it.
 
   ~/.cache/adakv/venv/bin/python tests/server/test_replica_router.py --adakv build/adakv
 """
@@ -78,6 +79,44 @@ class Router(unittest.TestCase):
             self.assertGreater(min(routed), 0, "one replica got every request")
             self.assertEqual(done, 16)
             self.assertEqual(srv.stop(signal.SIGTERM), 0)
+        finally:
+            srv.kill()
+
+    def test_questions_about_one_context_go_where_it_is_cached(self):
+        # Three documents; each is asked one question, then four at once. Routed by load alone,
+        # the four would split over the replicas (ties go to fewer requests in flight) and
+        # those sent to the other replica would compress the document again; routed by the
+        # context, all find it cached.
+        srv = self.start()
+        try:
+            c = openai.OpenAI(base_url=srv.base_url, api_key="none", max_retries=0, timeout=300)
+
+            def ask(system, q):
+                r = c.chat.completions.create(
+                    model=srv.name, max_tokens=2, temperature=0,
+                    messages=[{"role": "system", "content": system},
+                              {"role": "user", "content": f"Question {q}: who wrote it?"}],
+                    extra_body={"kv_compress_context": True})
+                return r.usage.prompt_tokens_details.cached_tokens
+
+            for doc in range(3):
+                system = f"Document {doc}. " + base.long_text(150, offset=40 * doc)
+                self.assertEqual(ask(system, 0), 0, f"document {doc}")
+                cached = [None] * 4
+
+                def later(i):
+                    cached[i] = ask(system, i + 1)
+                threads = [threading.Thread(target=later, args=(i,)) for i in range(4)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(300)
+                self.assertTrue(all(n and n > 0 for n in cached), f"document {doc}: {cached}")
+            ms = base.parse_metrics(srv.metrics()[1])
+            routed = [ms[f'adakv:router_requests_total{{replica="{i}"}}'] for i in (0, 1)]
+            print(f"\n[test] 15 questions about 3 documents routed {routed}", file=sys.stderr)
+            self.assertEqual(sum(routed), 15)
+            self.assertTrue(all(n % 5 == 0 for n in routed), routed)
         finally:
             srv.kill()
 

@@ -79,3 +79,55 @@ TEST(ReplicaSet, EndpointsAreHttpHostPort) {
     EXPECT_THROW(HttpEndpoint::parse(bad), std::invalid_argument) << bad;
   }
 }
+
+// Requests about one compressed context go to one replica while it has at least half the free
+// blocks of the least loaded one; different contexts spread over the replicas.
+TEST(ReplicaSet, RequestsAboutOneContextGoWhereItIsCached) {
+  using adakv::server::context_affinity;
+  const std::vector<ReplicaLoad> even = {load(500, 1000, 1, 1), load(500, 1000, 1, 1),
+                                         load(500, 1000, 1, 1), load(500, 1000, 1, 1)};
+  std::vector<size_t> homes(4, 0);
+  for (int doc = 0; doc < 64; ++doc) {
+    const std::string system =
+        R"({"role": "system", "content": "document )" + std::to_string(doc) + R"("})";
+    const uint64_t first = context_affinity(R"({"kv_compress_context": true, "messages": [)" +
+                                            system + R"(, {"role": "user", "content": "Q1?"}]})");
+    // The next turn: the same first message, more after it.
+    const uint64_t later = context_affinity(
+        R"({"kv_compress_context": true, "messages": [)" + system +
+        R"(, {"role": "user", "content": "Q1?"}, {"role": "assistant", "content": "A."},)"
+        R"( {"role": "user", "content": "Q2?"}]})");
+    ASSERT_NE(first, 0u);
+    EXPECT_EQ(first, later);
+    const auto home = choose_replica(even, first);
+    ASSERT_TRUE(home.has_value());
+    ++homes[*home];
+    // Busier than the others but with half their free blocks: it still goes home.
+    std::vector<ReplicaLoad> busy = even;
+    busy[*home].free_blocks = 260;
+    EXPECT_EQ(choose_replica(busy, first), home);
+    // Below half: the load rule decides.
+    busy[*home].free_blocks = 200;
+    EXPECT_NE(choose_replica(busy, first), home);
+    // Home down: another replica, the same one for every request about it.
+    busy = even;
+    busy[*home].up = false;
+    const auto other = choose_replica(busy, first);
+    ASSERT_TRUE(other.has_value());
+    EXPECT_NE(*other, *home);
+    EXPECT_EQ(choose_replica(busy, later), other);
+  }
+  for (size_t n : homes) EXPECT_GE(n, 6u) << "64 contexts over 4 replicas";
+}
+
+TEST(ReplicaSet, OnlyCompressedContextsHaveAnAffinity) {
+  using adakv::server::context_affinity;
+  EXPECT_EQ(context_affinity(R"({"messages": [{"role": "user", "content": "x"}]})"), 0u);
+  EXPECT_EQ(context_affinity(R"({"kv_compress_context": false, "prompt": "x"})"), 0u);
+  EXPECT_EQ(context_affinity("not json"), 0u);
+  EXPECT_EQ(context_affinity(R"({"kv_compress_context": true})"), 0u);
+  const uint64_t a = context_affinity(R"({"kv_compress_context": true, "prompt": "doc. Q1?"})");
+  const uint64_t b = context_affinity(R"({"kv_compress_context": true, "prompt": "doc. Q2?"})");
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);  // a completion's first 1024 bytes: these prompts are shorter
+}
