@@ -98,9 +98,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "(eval passkey-multi: the most attention from the context repeated after it)");
   app->add_option("--context-scoring", context_scoring,
                   "What scores a compressed context (a request's kv_compress_context), whose "
-                  "questions are not known yet: reconstruct (default: the context repeated "
-                  "after it, about one more prefill of it; a context longer than half the "
-                  "model's context falls back to window), window or output-aware");
+                  "questions are not known yet: reconstruct (default: the model reads the context "
+                  "back, about one more prefill of it; a long context is read back in pieces), "
+                  "window or output-aware");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")

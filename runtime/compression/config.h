@@ -97,8 +97,10 @@ struct CompressionConfig {
   // not known when it is compressed. The window then holds the context's own last tokens, which
   // say little about what later questions will read; reconstruction scores every token by how
   // much reading the context back needs it. Reconstruct costs about a second prefill of the
-  // context, once per cached context, and holds its uncompressed cache twice over until it is
-  // scored; a context of more than half the model's context is scored by its window.
+  // context, once per cached context, and holds the context's uncompressed cache plus one piece
+  // of its repeat until it is scored (compression/reconstruction.h: a context too long to
+  // follow with its whole repeat is repeated in pieces); a context that leaves no room for a
+  // piece, or that is kept whole, is scored by its window.
   Scoring context_scoring = Scoring::kReconstruct;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
