@@ -343,6 +343,7 @@ void PagedKvCache::score_and_roll_back(bool keep_window) {
   // Roll back to the prompt: the look-ahead rows are dropped, their blocks freed.
   const size_t keep_blocks = (n + bt - 1) / bt;
   for (size_t l = 0; l < heads_.size(); ++l) {
+    if (!compressor_.group().holds(l)) continue;  // another pipeline stage's layer: empty here
     for (auto& head : heads_[l]) {
       while (head.blocks.size() > keep_blocks) {
         pool_.release(head.blocks.back());

@@ -131,9 +131,11 @@ std::string batch_model() {
 // `adakv batch` of `file` on one rank (a pool that holds everything) and under PP 2 (each
 // stage's pool `pp_pool_mb`): every request gets one rank's tokens and budgets, and every
 // stage's blocks come back. Returns the PP 2 run's stderr (its summary lines).
-std::string batch_matches_one_rank(const fs::path& file, const std::string& pp_pool_mb) {
+std::string batch_matches_one_rank(const fs::path& file, const std::string& pp_pool_mb,
+                                   const std::string& flags = "") {
   const std::string args = "batch " + file.string() + " --model " + batch_model() +
-                           " --min-keep 0 --prefill-chunk 128 --kv-dtype f32 --decode-dots float";
+                           " --min-keep 0 --prefill-chunk 128 --kv-dtype f32 --decode-dots float " +
+                           flags;
   const auto one = adakv(args + " -q --kv-pool-mb 64");
   EXPECT_EQ(one.rc, 0) << one.err;
   const auto two = adakv_mpi(2, args + " --pp 2 --kv-pool-mb " + pp_pool_mb);
@@ -196,6 +198,33 @@ TEST(PipelineParallel, BatchWithChunkedAndLayeredPrefillMatchesOneRank) {
     }
   }
   batch_matches_one_rank(file, "3");
+}
+
+// Compressed contexts under PP 2, scored by reconstruction in pieces of 100 tokens (each stage
+// rolls its layers back between pieces): four questions after one 200-token context get one
+// rank's tokens and budgets, and every block comes back.
+TEST(PipelineParallel, ReconstructedContextsMatchOneRank) {
+  const auto all = license_words();
+  const auto file = work_dir() / "contexts.jsonl";
+  {
+    std::ofstream out(file);
+    std::string context;
+    for (size_t w = 0; w < 300; ++w) context += all[(17 + w) % all.size()] + " ";
+    for (size_t i = 0; i < 4; ++i) {
+      std::string question;
+      for (size_t w = 0; w < 12; ++w) question += all[(900 + 31 * i + w) % all.size()] + " ";
+      out << json{{"prompt", context + question},
+                  {"max_tokens", 8},
+                  {"ignore_eos", true},
+                  {"kv_compress_context", true},
+                  {"kv_context_tokens", 200},
+                  {"kv_policy", "adakv"},
+                  {"kv_budget", 0.2}}
+                 .dump()
+          << "\n";
+    }
+  }
+  batch_matches_one_rank(file, "3", "--kv-repeat-piece 100");
 }
 
 // Preemption under PP 2, with plans in flight on both stages: four requests whose prompts fit
