@@ -208,16 +208,18 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
   }
 
   g.compression = defaults.compression;
-  try {
-    if (body.contains("kv_policy") && !body["kv_policy"].is_null()) {
-      if (!body["kv_policy"].is_string()) bad("kv_policy", "must be a string");
-      g.compression.policy = compression::parse_policy(body["kv_policy"]);
+  // A named choice (a string the compression parser knows): its parser's error names the field.
+  auto named = [&](const char* field, const auto& parse) {
+    if (!body.contains(field) || body[field].is_null()) return;
+    if (!body[field].is_string()) bad(field, "must be a string");
+    try {
+      parse(body[field].get<std::string>());
+    } catch (const std::invalid_argument& e) {
+      throw RequestError(std::string("'") + field + "': " + e.what(), field);
     }
-  } catch (const RequestError&) {
-    throw;
-  } catch (const std::invalid_argument& e) {
-    throw RequestError(std::string("'kv_policy': ") + e.what(), "kv_policy");
-  }
+  };
+  named("kv_policy",
+        [&](const std::string& v) { g.compression.policy = compression::parse_policy(v); });
   try {
     if (body.contains("kv_budget") && !body["kv_budget"].is_null()) {
       const json& b = body["kv_budget"];
@@ -239,16 +241,9 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
   if (body.contains("kv_window") && !body["kv_window"].is_null()) {
     g.compression.window = size_t(integer(body["kv_window"], "kv_window", 1, context));
   }
-  try {
-    if (body.contains("kv_context_scoring") && !body["kv_context_scoring"].is_null()) {
-      if (!body["kv_context_scoring"].is_string()) bad("kv_context_scoring", "must be a string");
-      g.compression.context_scoring = compression::parse_scoring(body["kv_context_scoring"]);
-    }
-  } catch (const RequestError&) {
-    throw;
-  } catch (const std::invalid_argument& e) {
-    throw RequestError(std::string("'kv_context_scoring': ") + e.what(), "kv_context_scoring");
-  }
+  named("kv_context_scoring", [&](const std::string& v) {
+    g.compression.context_scoring = compression::parse_scoring(v);
+  });
   try {
     g.compression.validate();
   } catch (const std::invalid_argument& e) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "model_fixture.h"
 #include "run_adakv.h"
@@ -31,6 +32,15 @@ std::vector<json> parse_lines(const std::string& out) {
   std::string line;
   while (std::getline(in, line)) lines.push_back(json::parse(line));
   return lines;
+}
+
+// `adakv batch` with `args` on one rank and on three: each run's result lines, in order.
+std::pair<std::vector<json>, std::vector<json>> one_and_three_ranks(const std::string& args) {
+  const auto one = adakv_mpi(1, args);
+  EXPECT_EQ(one.rc, 0) << one.err;
+  const auto three = adakv_mpi(3, args);
+  EXPECT_EQ(three.rc, 0) << three.err;
+  return {parse_lines(one.out), parse_lines(three.out)};
 }
 
 // 16 requests: prose of 40 to 490 words, every policy, chat and plain prompts.
@@ -65,11 +75,7 @@ TEST(BatchCli, Tp3GivesTheResultsOfOneRank) {
       " -q --min-keep 64 --prefill-chunk 256 --kv-pool-mb 256 --kv-dtype f32 --decode-dots float"
       " --model " +
       model_path();
-  const auto one = adakv_mpi(1, args);
-  ASSERT_EQ(one.rc, 0) << one.err;
-  const auto three = adakv_mpi(3, args);
-  ASSERT_EQ(three.rc, 0) << three.err;
-  const auto a = parse_lines(one.out), b = parse_lines(three.out);
+  const auto [a, b] = one_and_three_ranks(args);
   ASSERT_EQ(a.size(), 16u);
   ASSERT_EQ(b.size(), 16u);
   size_t compressed = 0;
@@ -108,11 +114,7 @@ TEST(BatchCli, ReconstructedContextsGetOneRanksBudgetsAtTp3) {
       " -q --min-keep 64 --prefill-chunk 256 --kv-repeat-piece 200 --kv-pool-mb 256"
       " --kv-dtype f32 --decode-dots float --model " +
       model_path();
-  const auto one = adakv_mpi(1, args);
-  ASSERT_EQ(one.rc, 0) << one.err;
-  const auto three = adakv_mpi(3, args);
-  ASSERT_EQ(three.rc, 0) << three.err;
-  const auto a = parse_lines(one.out), b = parse_lines(three.out);
+  const auto [a, b] = one_and_three_ranks(args);
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
