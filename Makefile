@@ -49,7 +49,7 @@ test: build test-asan fuzz-smoke
 test-asan: setup
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv adakv_corrupt_file_tests \
-	  adakv_unit_tests adakv_mpi_tests
+	  adakv_unit_tests adakv_mpi_tests adakv_keep_loaded_modules
 	bash tests/sanitizers/run_asan.sh $(BUILD_ASAN)
 
 # ThreadSanitizer over the threaded parts: the scheduler and server unit tests, `adakv serve`
