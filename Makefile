@@ -43,9 +43,10 @@ demo: setup $(BUILD)/build.ninja
 test: build test-asan fuzz-smoke
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
 
-# AddressSanitizer + UndefinedBehaviorSanitizer, leaks included: corrupt GGUF files, the unit
-# suite, the MPI suite as 2 and 3 ranks, hostile HTTP requests, the OpenAI client suite at TP 1
-# and the data-parallel router (tests/sanitizers/run_asan.sh).
+# AddressSanitizer + UndefinedBehaviorSanitizer, leaks included (MPI ranks too): corrupt GGUF
+# files, the unit suite, the MPI suite as 2 and 3 ranks, `adakv batch` as 3 ranks, hostile HTTP
+# requests, the OpenAI client suite at TP 1 and the data-parallel router
+# (tests/sanitizers/run_asan.sh).
 test-asan: setup
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv adakv_corrupt_file_tests \
