@@ -56,8 +56,8 @@ test-asan: setup
 # ThreadSanitizer over the threaded parts: the scheduler and server unit tests, `adakv serve`
 # (engine thread and HTTP threads) and `adakv router` through the OpenAI client
 # (tests/sanitizers/run_tsan.sh; Open MPI and libgomp internals suppressed in tsan.supp).
-# Not part of `make test`: its build of the whole tree takes longer than the suite's budget on
-# a 2-core machine.
+# Not part of `make test`: its own build and a second pass of the client and router suites
+# would take the suite's wall time too close to CI's limit on a 2-core machine.
 test-tsan: setup
 	cmake -S . -B $(BUILD_TSAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_TSAN=ON -DADAKV_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target adakv adakv_tsan_unit_tests
