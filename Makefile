@@ -1,8 +1,7 @@
 # The two commands of the README, and their parts. Each target does its own setup.
 #   make demo   long-prompt generation on the default model
 #   make test   every test: unit, MPI, hostile files and HTTP requests, the server and router
-#               under ASan+UBSan, the fuzz targets for a short while, real model
-#               (make test-tsan, separate: the scheduler, server and router under TSan)
+#               under ASan+UBSan and under TSan, the fuzz targets for a short while, real model
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
@@ -40,7 +39,7 @@ demo: setup $(BUILD)/build.ninja
 	@grep -E "^kept|^roles" $(BUILD)/demo-profile.txt
 	@echo "== head budgets: $(BUILD)/demo-profile/head_budgets.svg (and .png)"
 
-test: build test-asan fuzz-smoke
+test: build test-asan test-tsan fuzz-smoke
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200
 
 # AddressSanitizer + UndefinedBehaviorSanitizer, leaks included (MPI ranks too): corrupt GGUF
@@ -48,16 +47,15 @@ test: build test-asan fuzz-smoke
 # requests, the OpenAI client suite at TP 1 and the data-parallel router
 # (tests/sanitizers/run_asan.sh).
 test-asan: setup
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON -DADAKV_CUDA=OFF \
+	  $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target adakv adakv_corrupt_file_tests \
 	  adakv_unit_tests adakv_mpi_tests adakv_keep_loaded_modules
 	bash tests/sanitizers/run_asan.sh $(BUILD_ASAN)
 
-# ThreadSanitizer over the threaded parts: the scheduler and server unit tests, `adakv serve`
-# (engine thread and HTTP threads) and `adakv router` through the OpenAI client
+# ThreadSanitizer over the threaded parts: the scheduler, server and serving-loop unit tests,
+# `adakv serve` (engine thread and HTTP threads) and `adakv router` through the OpenAI client
 # (tests/sanitizers/run_tsan.sh; Open MPI and libgomp internals suppressed in tsan.supp).
-# Not part of `make test`: its own build and a second pass of the client and router suites
-# would take the suite's wall time too close to CI's limit on a 2-core machine.
 test-tsan: setup
 	cmake -S . -B $(BUILD_TSAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_TSAN=ON -DADAKV_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target adakv adakv_tsan_unit_tests

@@ -6,6 +6,7 @@ serving, and the router's /health and /metrics say so; questions about one compr
 all go to the replica that caches it.
 
   ~/.cache/adakv/venv/bin/python tests/server/test_replica_router.py --adakv build/adakv
+      [--kill-tokens N] [unittest options, e.g. -k test_16_clients]
 """
 import argparse
 import os
@@ -129,7 +130,7 @@ class Router(unittest.TestCase):
                 time.sleep(1.5)
                 os.killpg(victim.proc.pid, signal.SIGKILL)
             t0 = time.monotonic()
-            results = run_clients(srv, 8, 400, on_started=kill_soon)
+            results = run_clients(srv, 8, ARGS.kill_tokens, on_started=kill_soon)
             failed = [r for r in results if isinstance(r, Exception)]
             answered = [r for r in results if not isinstance(r, Exception)]
             print(f"\n[test] replica 1 killed after 1.5 s: {len(answered)} of 8 answered, "
@@ -161,6 +162,9 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     ap.add_argument("--adakv", default=os.path.join(base.REPO, "build", "adakv"))
+    # What each request asks for while a replica is killed: enough to be still streaming 1.5 s
+    # in (a sanitizer build, many times slower, needs fewer).
+    ap.add_argument("--kill-tokens", type=int, default=400)
     ARGS, rest = ap.parse_known_args()
     ARGS.adakv = os.path.abspath(ARGS.adakv)
     prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False)
