@@ -45,7 +45,7 @@ test: build test-asan test-tsan fuzz-smoke
 # AddressSanitizer + UndefinedBehaviorSanitizer, leaks included (MPI ranks too): corrupt GGUF
 # files, the unit suite, the MPI suite as 2 and 3 ranks, `adakv batch` as 3 ranks, hostile HTTP
 # requests, the OpenAI client suite at TP 1 and the data-parallel router
-# (tests/sanitizers/run_asan.sh).
+# (tests/sanitizers/run_asan.sh). No CUDA backend: nothing in it runs on a GPU.
 test-asan: setup
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DADAKV_SANITIZE=ON -DADAKV_CUDA=OFF \
 	  $(CMAKE_FLAGS)
