@@ -25,7 +25,6 @@ class Ledger {
   void end(uint64_t ticket, const std::string& how) {
     std::lock_guard lock(mu_);
     ends_[ticket].push_back(how);
-    ++ended_;
     changed_.notify_all();
   }
   // With hold(n): once n requests have a token, the engine thread waits here until release(),
@@ -50,7 +49,11 @@ class Ledger {
     std::unique_lock lock(mu_);
     return changed_.wait_for(lock, std::chrono::seconds(60), [&] { return pred(*this); });
   }
-  size_t ended() const { return ended_; }
+  size_t ended() const {
+    size_t n = 0;
+    for (const auto& [ticket, how] : ends_) n += how.size();
+    return n;
+  }
   size_t tokens(uint64_t ticket) const {
     const auto it = tokens_.find(ticket);
     return it == tokens_.end() ? 0 : it->second;
@@ -65,7 +68,7 @@ class Ledger {
   std::condition_variable changed_;
   std::map<uint64_t, std::vector<std::string>> ends_;
   std::map<uint64_t, size_t> tokens_;
-  size_t ended_ = 0, hold_ = 0;
+  size_t hold_ = 0;
 };
 
 // `prompt_len` byte tokens; half the requests compressed by Ada-KV (window 8, half the budget),
