@@ -25,7 +25,9 @@ step() {
   rc=$?
   set -e
   echo "== [$name] exit $rc, $(($(date +%s) - t0)) s"
-  if [ $rc -ne 0 ] || ! no_reports; then
+  # The reports first: a process that a sanitizer stopped makes the test fail too, and the
+  # report says why.
+  if ! no_reports || [ $rc -ne 0 ]; then
     exit 1
   fi
 }

@@ -4,14 +4,16 @@
 # engine thread, on a synthetic model), then `adakv serve` (the engine thread beside the HTTP
 # threads, client disconnects, drain) and `adakv router` (its threads and the upstream calls it
 # cuts) through the OpenAI client. One OpenMP thread: libgomp is not instrumented. Reports inside
-# Open MPI are suppressed by library (tsan.supp); the first race stops a process.
+# Open MPI are suppressed by library (tsan.supp). A process goes on after a report (the tests
+# after it still run and it may report more) and exits 66; the step then fails and prints every
+# report.
 #   bash tests/sanitizers/run_tsan.sh build-tsan
 set -euo pipefail
 build="$(cd "$1" && pwd)"
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 fresh_logs "$build"
 export OMP_NUM_THREADS=1
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$logs/tsan:suppressions=$repo/tests/sanitizers/tsan.supp"
+export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$logs/tsan:suppressions=$repo/tests/sanitizers/tsan.supp"
 
 step unit "$build/tests/adakv_tsan_unit_tests"
 # Of the client suite, the tests that drive the server's threads: streams, concurrent and
