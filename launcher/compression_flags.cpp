@@ -101,6 +101,9 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "questions are not known yet: reconstruct (default: the model reads the context "
                   "back, about one more prefill of it; a long context is read back in pieces), "
                   "window or output-aware");
+  app->add_option("--context-policy", context_policy,
+                  "How a compressed context's budgets are allocated: policy (as --policy, "
+                  "default), snapkv, pyramidkv, adakv or ada-pyramid");
   app->add_option("--delta", delta, "Water-filling tile in tokens (default 16)");
   app->add_option("--b-min", b_min, "Water-filling start per head in tokens (default 32)");
   app->add_option("--kv-dtype", kv_dtype, "KV storage: bf16 (default), f32 or e4m3")
@@ -179,6 +182,7 @@ compression::CompressionConfig CompressionFlags::resolve(
         "use window or output-aware here");
   }
   if (!context_scoring.empty()) c.context_scoring = compression::parse_scoring(context_scoring);
+  if (!context_policy.empty()) c.context_policy = compression::parse_context_policy(context_policy);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");
   c.validate();

@@ -51,7 +51,8 @@ std::shared_ptr<ScheduledSeq> Engine::checked_sequence(const Request& request) c
     if (req.compression.policy != compression::Policy::kFull) {
       seq->context_tokens = c;
       seq->lookahead = 0;  // the context's scoring observes no generated token
-      seq->compression.scoring = context_scoring(req.compression, c);
+      seq->compression.policy = req.compression.context_allocation();
+      seq->compression.scoring = context_scoring(seq->compression, c);
       if (seq->compression.scoring == compression::Scoring::kReconstruct) {
         seq->repeat_instruction = repeat_instruction_;
         seq->repeat_piece = compression::repeat_piece_tokens(

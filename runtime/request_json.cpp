@@ -244,6 +244,9 @@ Request request_from_json(const json& body, const Worker& engine, const RequestD
   named("kv_context_scoring", [&](const std::string& v) {
     g.compression.context_scoring = compression::parse_scoring(v);
   });
+  named("kv_context_policy", [&](const std::string& v) {
+    g.compression.context_policy = compression::parse_context_policy(v);
+  });
   try {
     g.compression.validate();
   } catch (const std::invalid_argument& e) {

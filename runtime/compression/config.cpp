@@ -91,6 +91,12 @@ constexpr std::pair<const char*, BudgetScores> kBudgetScores[] = {{"sum", Budget
 constexpr std::pair<const char*, Scoring> kScorings[] = {{"window", Scoring::kWindow},
                                                          {"output-aware", Scoring::kOutputAware},
                                                          {"reconstruct", Scoring::kReconstruct}};
+constexpr std::pair<const char*, ContextPolicy> kContextPolicies[] = {
+    {"policy", ContextPolicy::kAsPolicy},
+    {"snapkv", ContextPolicy::kSnapKV},
+    {"pyramidkv", ContextPolicy::kPyramidKV},
+    {"adakv", ContextPolicy::kAdaKV},
+    {"ada-pyramid", ContextPolicy::kAdaPyramid}};
 
 template <typename E, size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -123,6 +129,9 @@ const char* to_string(BudgetScores b) {
 const char* to_string(Scoring s) {
   return name_of(s, kScorings);
 }
+const char* to_string(ContextPolicy p) {
+  return name_of(p, kContextPolicies);
+}
 
 Policy parse_policy(const std::string& s) {
   return parse_name(s, "policy", kPolicies);
@@ -144,6 +153,26 @@ BudgetScores parse_budget_scores(const std::string& s) {
 }
 Scoring parse_scoring(const std::string& s) {
   return parse_name(s, "scoring", kScorings);
+}
+ContextPolicy parse_context_policy(const std::string& s) {
+  return parse_name(s, "context policy", kContextPolicies);
+}
+
+Policy CompressionConfig::context_allocation() const {
+  if (policy == Policy::kFull) return policy;
+  switch (context_policy) {
+    case ContextPolicy::kAsPolicy:
+      return policy;
+    case ContextPolicy::kSnapKV:
+      return Policy::kSnapKV;
+    case ContextPolicy::kPyramidKV:
+      return Policy::kPyramidKV;
+    case ContextPolicy::kAdaKV:
+      return Policy::kAdaKV;
+    case ContextPolicy::kAdaPyramid:
+      return Policy::kAdaPyramid;
+  }
+  return policy;
 }
 
 size_t CompressionConfig::budget_per_head(size_t n) const {
@@ -243,6 +272,9 @@ std::string describe(const CompressionConfig& c) {
   if (c.context_scoring != CompressionConfig{}.context_scoring) {
     os << ", context_scoring " << to_string(c.context_scoring);
   }
+  if (c.context_policy != ContextPolicy::kAsPolicy) {
+    os << ", context_policy " << to_string(c.context_policy);
+  }
   os << ", gqa " << to_string(c.gqa) << ", lookahead " << c.lookahead;
   if (c.lookahead > 0 && c.lookahead_weight != 1.0) os << " (weight " << c.lookahead_weight << ")";
   if (c.policy == Policy::kAdaKV || c.policy == Policy::kAdaPyramid) {
@@ -329,6 +361,10 @@ CompressionConfig load_preset(const std::string& path, const CompressionConfig& 
        [](const std::string& v, CompressionConfig& cfg) { cfg.scoring = parse_scoring(v); }},
       {"context_scoring", [](const std::string& v,
                              CompressionConfig& cfg) { cfg.context_scoring = parse_scoring(v); }},
+      {"context_policy",
+       [](const std::string& v, CompressionConfig& cfg) {
+         cfg.context_policy = parse_context_policy(v);
+       }},
       {"scope", [](const std::string& v, CompressionConfig& cfg) { cfg.scope = parse_scope(v); }},
       {"rule", [](const std::string& v, CompressionConfig& cfg) { cfg.rule = parse_rule(v); }},
       {"delta", size_value(&CompressionConfig::delta)},

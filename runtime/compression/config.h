@@ -30,6 +30,10 @@ enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores th
 //                 after the prompt: a recording prefill (adakv eval passkey-multi) or a
 //                 compressed context (CompressionConfig::context_scoring).
 enum class Scoring { kWindow, kOutputAware, kReconstruct };
+// How a compressed context's budgets are allocated (CompressionConfig::context_policy):
+// kAsPolicy takes the request's policy; the others name an allocator that scores (streaming
+// keeps the ends, and full nothing less, so neither allocates a context).
+enum class ContextPolicy { kAsPolicy, kSnapKV, kPyramidKV, kAdaKV, kAdaPyramid };
 
 // Look-ahead steps are decode steps with the full cache: a few dozen pay for themselves, more
 // cost more than the prefill they serve.
@@ -102,6 +106,12 @@ struct CompressionConfig {
   // follow with its whole repeat is repeated in pieces); a context that leaves no room for a
   // piece, or that is kept whole, is scored by its window.
   Scoring context_scoring = Scoring::kReconstruct;
+  // How a compressed context's budgets are allocated: as `policy` (the default), or by another
+  // allocator. A small model may need more of a context in its early layers than an even
+  // share across layers leaves them (PyramidKV's layer budgets give them that; Ada-Pyramid
+  // allocates head-wise inside them), while its questions, scored by the window, do not.
+  // Applies only where `policy` compresses (not full).
+  ContextPolicy context_policy = ContextPolicy::kAsPolicy;
   Scope scope = Scope::kLayer;
   Rule rule = Rule::kTopK;
   size_t delta = 16;         // waterfill tile, tokens
@@ -114,6 +124,9 @@ struct CompressionConfig {
   size_t budget_per_head(size_t n) const;
   // True when this policy and budget keep every token of an n-token prompt.
   bool keeps_everything(size_t n) const;
+  // The policy a compressed context is compacted with: `policy` under kAsPolicy or when
+  // `policy` is full, else context_policy's.
+  Policy context_allocation() const;
   // True when `other` scores tokens exactly as this config does (window, pooling, kernel, sink,
   // shift, GQA aggregation, look-ahead, budget scores, scoring): scores recorded under one serve
   // every policy of the other.
@@ -137,6 +150,7 @@ const char* to_string(Pooling p);
 const char* to_string(GqaAggregation g);
 const char* to_string(BudgetScores b);
 const char* to_string(Scoring s);
+const char* to_string(ContextPolicy p);
 Policy parse_policy(const std::string& s);
 Scope parse_scope(const std::string& s);
 Rule parse_rule(const std::string& s);
@@ -144,17 +158,18 @@ Pooling parse_pooling(const std::string& s);
 GqaAggregation parse_gqa(const std::string& s);
 BudgetScores parse_budget_scores(const std::string& s);
 Scoring parse_scoring(const std::string& s);
+ContextPolicy parse_context_policy(const std::string& s);
 // "0.2" or "20%" -> ratio in (0, 1]; "128" (integer >= 1, no dot) -> tokens per head. Throws
 // std::invalid_argument for anything else ("", "abc", "-1", "0", "1.5", "150%").
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, min_keep, window,
 // alpha, pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight,
-// budget_scores, scoring, context_scoring, scope, rule, delta, b_min, pyramid_beta, sink; absent
-// keys keep their value in `defaults` (the struct's defaults unless a command passes its own, e.g.
-// generate's min_keep), an empty file gives `defaults`. Unreadable files, YAML syntax errors,
-// unknown or duplicate keys and bad values throw std::invalid_argument naming the file (and the
-// key); the result is validate()d.
+// budget_scores, scoring, context_scoring, context_policy, scope, rule, delta, b_min,
+// pyramid_beta, sink; absent keys keep their value in `defaults` (the struct's defaults unless a
+// command passes its own, e.g. generate's min_keep), an empty file gives `defaults`. Unreadable
+// files, YAML syntax errors, unknown or duplicate keys and bad values throw std::invalid_argument
+// naming the file (and the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path, const CompressionConfig& defaults = {});
 
 // One line of the settings in force: "policy adakv, budget 20%, min_keep 512, window 32,

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include "kernels/quant.h"
@@ -299,6 +300,36 @@ TEST_F(CompressedContexts, ReconstructionScoresAServedContextAsTheEvalRecordingD
   windowed.compression.context_scoring = adakv::compression::Scoring::kWindow;
   EXPECT_NE(budgets[0],
             run({windowed}, serving(30 * 3 * 8 * 100, true), true).results[0].compression.budgets);
+}
+
+// A context is compacted by its context_policy: policy adakv with context_policy ada-pyramid
+// keeps what policy ada-pyramid keeps (the same budgets, the same answer), its early layers more
+// than its late ones; left to the policy, Ada-KV gives every layer the same share.
+TEST_F(CompressedContexts, AContextIsAllocatedByItsContextPolicy) {
+  using adakv::compression::ContextPolicy;
+  const auto doc = text(0, 1500);
+  const auto q = question(1);
+  auto served = [&](Policy policy, ContextPolicy context_policy) {
+    GenerateRequest r = ask(doc, q);
+    r.compression.policy = policy;
+    r.compression.context_policy = context_policy;
+    // The allocation is under test, not the repeat: the window scores the context.
+    r.compression.context_scoring = adakv::compression::Scoring::kWindow;
+    return run({r}, serving(30 * 3 * 8 * 100, true), true).results[0];
+  };
+  const GenerateResult by_context = served(Policy::kAdaKV, ContextPolicy::kAdaPyramid);
+  const GenerateResult by_policy = served(Policy::kAdaPyramid, ContextPolicy::kAsPolicy);
+  const GenerateResult adakv = served(Policy::kAdaKV, ContextPolicy::kAsPolicy);
+  ASSERT_FALSE(by_context.compression.budgets.empty());
+  EXPECT_EQ(by_context.compression.budgets, by_policy.compression.budgets);
+  EXPECT_EQ(by_context.tokens, by_policy.tokens);
+  auto layer_total = [](const std::vector<std::vector<size_t>>& budgets, size_t layer) {
+    return std::accumulate(budgets[layer].begin(), budgets[layer].end(), size_t{0});
+  };
+  const auto& pyramid = by_context.compression.budgets;
+  EXPECT_GT(layer_total(pyramid, 0), layer_total(pyramid, pyramid.size() - 1));
+  const auto& even = adakv.compression.budgets;
+  EXPECT_EQ(layer_total(even, 0), layer_total(even, even.size() - 1));
 }
 
 // A context needs a question after it.

@@ -75,7 +75,8 @@ TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
     const auto r = adakv_mpi(np, "eval passkey-multi --model " + adakv::test::model_path() +
                                      " --lengths 600 --keys 2 --trials 1 --budgets 0.2"
                                      " --policies snapkv,adakv,adakv:output-aware,"
-                                     "adakv:reconstruct,snapkv:reconstruct --threads 1"
+                                     "adakv:reconstruct,snapkv:reconstruct,"
+                                     "ada-pyramid:reconstruct --threads 1"
                                      " --out " +
                                      out.string() + kExactNumerics);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -86,9 +87,9 @@ TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
   for (size_t k = 0; k < 2; ++k) {
     const json& one = records[0][k]["runs"];
     const json& three = records[1][k]["runs"];
-    ASSERT_EQ(one.size(), 6u);
-    ASSERT_EQ(three.size(), 6u);
-    for (size_t p = 0; p < 6; ++p) {
+    ASSERT_EQ(one.size(), 7u);
+    ASSERT_EQ(three.size(), 7u);
+    for (size_t p = 0; p < 7; ++p) {
       SCOPED_TRACE("key " + std::to_string(k) + " run " + std::to_string(p));
       EXPECT_EQ(three[p]["budgets_fingerprint"], one[p]["budgets_fingerprint"]);
       EXPECT_TRUE(three[p]["budgets_agree_across_ranks"].get<bool>());

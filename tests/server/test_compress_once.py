@@ -196,6 +196,10 @@ class BadFields(unittest.TestCase):
                                       "kv_context_scoring": "query"}, "kv_context_scoring"),
             ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": True,
                                       "kv_context_scoring": 1}, "kv_context_scoring"),
+            ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": True,
+                                      "kv_context_policy": "streaming"}, "kv_context_policy"),
+            ("/v1/chat/completions", {"messages": chat2, "kv_compress_context": True,
+                                      "kv_context_policy": ["adakv"]}, "kv_context_policy"),
         ]
         for path, body, param in cases:
             with self.subTest(body=body):

@@ -249,6 +249,34 @@ TEST(CompressionConfig, NamesRoundTripAndIgnoreCase) {
   }
 }
 
+// A compressed context is allocated by context_policy, or by the policy under "policy"; a
+// policy that keeps everything keeps the context whole too.
+TEST(CompressionConfig, ContextPolicyNamesTheContextsAllocation) {
+  for (ContextPolicy p :
+       {ContextPolicy::kAsPolicy, ContextPolicy::kSnapKV, ContextPolicy::kPyramidKV,
+        ContextPolicy::kAdaKV, ContextPolicy::kAdaPyramid}) {
+    EXPECT_EQ(parse_context_policy(to_string(p)), p);
+  }
+  EXPECT_EQ(parse_context_policy("Ada-Pyramid"), ContextPolicy::kAdaPyramid);
+  const std::string msg = error_of([] { parse_context_policy("streaming"); });
+  EXPECT_NE(msg.find("context policy \"streaming\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("policy|snapkv|pyramidkv|adakv|ada-pyramid"), std::string::npos) << msg;
+
+  CompressionConfig c;
+  EXPECT_EQ(c.context_policy, ContextPolicy::kAsPolicy);
+  EXPECT_EQ(c.context_allocation(), Policy::kAdaKV);
+  c.policy = Policy::kSnapKV;
+  EXPECT_EQ(c.context_allocation(), Policy::kSnapKV);
+  EXPECT_EQ(describe(c).find("context_policy"), std::string::npos) << describe(c);
+  c.context_policy = ContextPolicy::kAdaPyramid;
+  EXPECT_EQ(c.context_allocation(), Policy::kAdaPyramid);
+  EXPECT_NE(describe(c).find("context_policy ada-pyramid"), std::string::npos) << describe(c);
+  c.context_policy = ContextPolicy::kPyramidKV;
+  EXPECT_EQ(c.context_allocation(), Policy::kPyramidKV);
+  c.policy = Policy::kFull;
+  EXPECT_EQ(c.context_allocation(), Policy::kFull);
+}
+
 TEST(CompressionConfig, UnknownNamesListTheAcceptedOnes) {
   std::string msg = error_of([] { parse_policy("h2o"); });
   EXPECT_NE(msg.find("h2o"), std::string::npos) << msg;
@@ -344,6 +372,13 @@ TEST(CompressionPreset, RepositoryPresetsLoad) {
   EXPECT_EQ(m.min_keep, 0u);
   EXPECT_EQ(load_preset(kPresetDir + "smollm2-135m.yaml", generate_builtin_defaults()).min_keep,
             kGenerateMinKeep);
+
+  // Qwen2.5-Coder-0.5B's: the official settings, but its compressed contexts under Ada-Pyramid.
+  CompressionConfig official = ref;
+  CompressionConfig q = load_preset(kPresetDir + "qwen2.5-coder-0.5b.yaml");
+  EXPECT_EQ(q.context_policy, ContextPolicy::kAdaPyramid);
+  q.context_policy = official.context_policy;
+  EXPECT_EQ(q, official);
 }
 
 TEST(CompressionPreset, MinKeepKey) {
@@ -434,6 +469,16 @@ TEST(ModelPreset, TheDefaultModelFindsItsRepositoryPreset) {
   EXPECT_NE(d.source.find("smollm2-135m.yaml"), std::string::npos) << d.source;
 }
 
+TEST(ModelPreset, QwenCoderFindsItsRepositoryPreset) {
+  const ModelDefaults d = model_defaults(
+      model_preset_names("Qwen2.5-Coder", "0.5B", "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"),
+      {kPresetDir + ".."});
+  EXPECT_EQ(d.config.context_policy, ContextPolicy::kAdaPyramid);
+  EXPECT_EQ(d.config.policy, Policy::kAdaKV);
+  EXPECT_EQ(d.config.min_keep, kGenerateMinKeep);
+  EXPECT_NE(d.source.find("qwen2.5-coder-0.5b.yaml"), std::string::npos) << d.source;
+}
+
 TEST(CompressionPreset, ValuesOfEveryKindParse) {
   const std::string path = write_temp("kinds", R"(policy: PyramidKV
 budget: "25%"
@@ -453,6 +498,7 @@ delta: 8
 b_min: 0
 pyramid_beta: 4.5
 sink: 2
+context_policy: snapkv
 )");
   const CompressionConfig c = load_preset(path);
   EXPECT_EQ(c.policy, Policy::kPyramidKV);
@@ -473,6 +519,7 @@ sink: 2
   EXPECT_EQ(c.b_min, 0u);
   EXPECT_DOUBLE_EQ(c.pyramid_beta, 4.5);
   EXPECT_EQ(c.sink, 2u);
+  EXPECT_EQ(c.context_policy, ContextPolicy::kSnapKV);
   EXPECT_EQ(load_preset(write_temp("empty", "# nothing\n")).policy, Policy::kAdaKV);
 }
 
