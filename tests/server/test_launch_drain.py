@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 import unittest
 
 import openai
@@ -39,7 +40,7 @@ class LaunchDrain(unittest.TestCase):
                                 stderr=err, env=env, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            text = open(err.name, "rb").read().decode("utf-8", "replace")
+            text = Path(err.name).read_bytes().decode("utf-8", "replace")
             m = re.search(r"\[adakv\] serving (\S+) on http://([^\s:]+):(\d+)", text)
             if m:
                 return proc, err, m.group(1), f"http://{m.group(2)}:{m.group(3)}/v1", port
@@ -76,7 +77,7 @@ class LaunchDrain(unittest.TestCase):
             rc = proc.wait(DRAIN_S + 30)
             took = time.monotonic() - t0
             t.join(30)
-            text = open(err.name, "rb").read().decode("utf-8", "replace")
+            text = Path(err.name).read_bytes().decode("utf-8", "replace")
             print(f"\n[test] {sig.name} to adakv launch: exit {rc} after {took:.1f}s; the stream "
                   f"got {seen['chunks']} chunks, finish_reason {seen['finish']}", file=sys.stderr)
             self.assertIsNone(seen["error"], f"the stream was cut: {seen['error']}")
