@@ -48,6 +48,7 @@ struct EvalOptions {
   size_t max_tokens = 0;  // 0: the task's default
   std::string out = "eval-results";
   std::vector<std::string> haystack;
+  std::string doors = "colors";  // passkey-multi
   int threads = 0;
   CompressionFlags compression;
   ParallelFlags parallel;
@@ -200,6 +201,7 @@ int run_eval_command(const EvalOptions& o) {
   spec.max_tokens = o.max_tokens ? o.max_tokens : (o.task == eval::Task::kPasskey ? 12 : 20);
   spec.kv_dtype = o.compression.dtype();
   spec.haystack_files = o.haystack;
+  spec.doors = eval::parse_door_names(o.doors);
   if (spec.task == eval::Task::kNiah && spec.haystack_files.empty()) {
     spec.haystack_files = eval::default_haystack_files();
   }
@@ -271,6 +273,11 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
                     "Pass keys per document, each in its own depth band and asked in its own "
                     "question")
         ->check(CLI::Range(size_t{1}, eval::kMaxPasskeyDoors))
+        ->capture_default_str();
+    sub->add_option("--doors", o->doors,
+                    "Door names: colors (red, blue, green, yellow, ...; three of them are also "
+                    "filler words) or distinct (names found only in their needles)")
+        ->check(CLI::IsMember({"colors", "distinct"}))
         ->capture_default_str();
   } else {
     sub->add_option("--depths", o->depths, "Needle depths in % of the haystack (0 = start)")

@@ -104,6 +104,8 @@ EvalResult from_json(const json& j) {
   if (j.contains("haystack_files")) {
     spec.haystack_files = get<std::vector<std::string>>(j, "haystack_files", "the file");
   }
+  // Results written before door names could be chosen used the colors.
+  if (j.contains("doors")) spec.doors = parse_door_names(get<std::string>(j, "doors", "the file"));
   r.total_s = get<double>(j, "total_s", "the file");
   const json& runs = field(j, "runs", "the file");
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -174,6 +176,10 @@ EvalResult merge_results(const std::vector<EvalResult>& parts) {
       throw std::invalid_argument("merge: " + which + " has other depths");
     if (s.max_tokens != first.max_tokens) {
       throw std::invalid_argument("merge: " + which + " decoded another number of tokens");
+    }
+    if (s.doors != first.doors) {
+      throw std::invalid_argument("merge: " + which + " names its doors " + to_string(s.doors) +
+                                  ", part 1 " + to_string(first.doors));
     }
     if (s.runs.size() != first.runs.size()) {
       throw std::invalid_argument("merge: " + which + " has " + std::to_string(s.runs.size()) +

@@ -427,6 +427,7 @@ nlohmann::json to_json(const EvalResult& r) {
           {"seed", spec.seed},
           {"max_tokens", spec.max_tokens},
           {"haystack_files", spec.haystack_files},
+          {"doors", to_string(spec.doors)},
           {"total_s", r.total_s},
           {"runs", runs},
           {"records", records}};

@@ -12,6 +12,7 @@
 
 #include "kernels/ops.h"
 #include "runtime/compression/config.h"
+#include "runtime/eval/passkey_multi.h"
 #include "runtime/policy_fork.h"
 #include "runtime/worker.h"
 
@@ -58,6 +59,7 @@ struct EvalSpec {
   std::vector<PolicyRun> runs;  // runs[0] is the full-cache reference
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   std::vector<std::string> haystack_files;  // NIAH prose; empty: default_haystack_files()
+  DoorNames doors = DoorNames::kColors;     // passkey-multi's door names
 };
 
 // One prompt and what every run made of it.

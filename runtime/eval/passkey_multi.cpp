@@ -7,8 +7,11 @@
 namespace adakv::eval {
 namespace {
 
-const char* const kDoors[kMaxPasskeyDoors] = {"red",    "blue",   "green", "yellow",
-                                              "purple", "orange", "white", "black"};
+const char* const kColorDoors[kMaxPasskeyDoors] = {"red",    "blue",   "green", "yellow",
+                                                   "purple", "orange", "white", "black"};
+// No word of kIntro or kFiller.
+const char* const kDistinctDoors[kMaxPasskeyDoors] = {"red",   "purple", "orange", "white",
+                                                      "black", "silver", "brown",  "pink"};
 
 const char* const kFiller[] = {"The grass is green.", "The sky is blue.", "The sun is yellow.",
                                "Here we go.", "There and back again."};
@@ -45,8 +48,18 @@ std::string question_prompt(const MultiSample& s, size_t k) {
   return s.document + "\n\n" + s.questions.at(k);
 }
 
+DoorNames parse_door_names(const std::string& name) {
+  if (name == "colors") return DoorNames::kColors;
+  if (name == "distinct") return DoorNames::kDistinct;
+  throw std::invalid_argument("door names must be colors or distinct, got \"" + name + "\"");
+}
+
+std::string to_string(DoorNames names) {
+  return names == DoorNames::kDistinct ? "distinct" : "colors";
+}
+
 MultiSample make_passkey_multi(size_t target_tokens, size_t keys, uint64_t seed,
-                               const TokenCounter& count) {
+                               const TokenCounter& count, DoorNames names) {
   if (keys == 0 || keys > kMaxPasskeyDoors) {
     throw std::invalid_argument("passkey-multi: keys must be in [1, " +
                                 std::to_string(kMaxPasskeyDoors) + "], got " +
@@ -61,7 +74,7 @@ MultiSample make_passkey_multi(size_t target_tokens, size_t keys, uint64_t seed,
     do {
       key = std::to_string(rng.uniform(10000, 99999));
     } while (std::find(s.answers.begin(), s.answers.end(), key) != s.answers.end());
-    const std::string door = kDoors[k];
+    const std::string door = names == DoorNames::kDistinct ? kDistinctDoors[k] : kColorDoors[k];
     needles.push_back("The pass key of the " + door + " door is " + key + ". Remember it. " + key +
                       " is the pass key of the " + door + " door.");
     s.questions.push_back("What is the pass key of the " + door + " door? Answer with the number.");

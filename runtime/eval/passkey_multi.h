@@ -17,6 +17,17 @@ namespace adakv::eval {
 // Most keys one document holds: one door name each.
 inline constexpr size_t kMaxPasskeyDoors = 8;
 
+// The doors' names. kColors (red, blue, green, yellow, ...) was the only set before kDistinct and
+// stays the default, so that earlier grids reproduce; but blue, green and yellow are also words
+// of the filler ("The sky is blue."), thousands of times in a long document, so a question about
+// those doors also tests telling the needle's word from the filler's. kDistinct's names (red,
+// purple, orange, white, ...) occur nowhere else in the document: a question names one place.
+enum class DoorNames { kColors, kDistinct };
+
+// "colors" / "distinct"; std::invalid_argument naming the value otherwise.
+DoorNames parse_door_names(const std::string& name);
+std::string to_string(DoorNames names);
+
 struct MultiSample {
   std::string document;                 // intro and haystack with every needle
   std::vector<std::string> questions;   // [key]: asked after the document
@@ -33,8 +44,9 @@ std::string question_prompt(const MultiSample& s, size_t k);
 // needle k lies in depth band [k / keys, (k + 1) / keys) of the haystack, away from the band's
 // edges; the keys (distinct) and the needles' places come from `seed`. Throws
 // std::invalid_argument when keys is 0 or above kMaxPasskeyDoors, or the needles alone do not fit.
+// Door k is names' k-th; a seed draws the same keys and places under either names.
 MultiSample make_passkey_multi(size_t target_tokens, size_t keys, uint64_t seed,
-                               const TokenCounter& count);
+                               const TokenCounter& count, DoorNames names = DoorNames::kColors);
 
 // Length of the longest common prefix of `prompts` (at least one): the tokens of the shared
 // context when every prompt is that context followed by its own question.

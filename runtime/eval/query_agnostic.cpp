@@ -93,7 +93,7 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
       const auto t0 = Clock::now();
       // Seeded by the cell's values: a document does not change when lengths are added.
       const uint64_t seed = prompt_seed(spec.seed + uint64_t(spec.task), spec.lengths[li], keys, t);
-      const MultiSample s = make_passkey_multi(spec.lengths[li], keys, seed, count);
+      const MultiSample s = make_passkey_multi(spec.lengths[li], keys, seed, count, spec.doors);
       // Every question's whole prompt, and a probe's: their common prefix is the context.
       std::vector<std::vector<int32_t>> prompts;
       for (size_t k = 0; k < keys; ++k) {

@@ -349,6 +349,14 @@ TEST(Results, MergeOfSeparateRunsEqualsTheWholeGrid) {
   EvalResult other = parts[1];
   other.spec.runs[1].config.pool_kernel = 15;
   EXPECT_THROW(adakv::eval::merge_results({parts[0], other}), std::invalid_argument);
+  // So are other door names, which come back from the file as they went.
+  EvalResult renamed = parts[1];
+  renamed.spec.doors = adakv::eval::DoorNames::kDistinct;
+  EXPECT_THROW(adakv::eval::merge_results({parts[0], renamed}), std::invalid_argument);
+  EXPECT_EQ(adakv::eval::from_json(to_json(renamed)).spec.doors, renamed.spec.doors);
+  auto unnamed = to_json(parts[1]);
+  unnamed.erase("doors");  // written before the names could be chosen: the colors
+  EXPECT_EQ(adakv::eval::from_json(unnamed).spec.doors, adakv::eval::DoorNames::kColors);
 }
 
 TEST(Svg, HeatmapHasACellPerValueAndEscapesText) {

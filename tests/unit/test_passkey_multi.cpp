@@ -22,6 +22,17 @@ size_t words(const std::string& text) {
   return n + 5;
 }
 
+// Whole-word occurrences of `word` in `text`.
+size_t occurrences(const std::string& text, const std::string& word) {
+  std::istringstream in(text);
+  size_t n = 0;
+  for (std::string w; in >> w;) {
+    while (!w.empty() && (w.back() == '.' || w.back() == '?')) w.pop_back();
+    n += w == word;
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST(PasskeyMulti, KeysInBandOrderWithinTheTarget) {
@@ -60,6 +71,35 @@ TEST(PasskeyMulti, SameSeedSameDocument) {
   EXPECT_EQ(a.document, b.document);
   EXPECT_EQ(a.answers, b.answers);
   EXPECT_NE(a.answers, c.answers);
+}
+
+TEST(PasskeyMulti, DistinctDoorNamesOccurOnlyInTheirNeedles) {
+  const size_t keys = e::kMaxPasskeyDoors;
+  const auto colors = e::make_passkey_multi(2000, keys, 7, words);
+  const auto distinct = e::make_passkey_multi(2000, keys, 7, words, e::DoorNames::kDistinct);
+  // The names change nothing else a seed draws.
+  EXPECT_EQ(colors.answers, distinct.answers);
+  EXPECT_EQ(colors.depths, distinct.depths);
+  const std::string ask = "What is the pass key of the ";
+  size_t filler_named = 0;
+  for (size_t k = 0; k < keys; ++k) {
+    SCOPED_TRACE(k);
+    const auto door = [&](const e::MultiSample& s) {
+      return s.questions[k].substr(ask.size(), s.questions[k].find(" door") - ask.size());
+    };
+    // A needle names its door twice; a distinct name is nowhere else in the document.
+    EXPECT_EQ(occurrences(distinct.document, door(distinct)), 2u) << door(distinct);
+    EXPECT_GE(occurrences(colors.document, door(colors)), 2u);
+    filler_named += occurrences(colors.document, door(colors)) > 2;
+  }
+  EXPECT_EQ(filler_named, 3u);  // blue, green and yellow are filler words too
+}
+
+TEST(PasskeyMulti, DoorNamesParseAndPrint) {
+  for (auto names : {e::DoorNames::kColors, e::DoorNames::kDistinct}) {
+    EXPECT_EQ(e::parse_door_names(e::to_string(names)), names);
+  }
+  EXPECT_THROW(e::parse_door_names("pastel"), std::invalid_argument);
 }
 
 TEST(PasskeyMulti, RejectsTooManyKeysOrTooShortATarget) {
