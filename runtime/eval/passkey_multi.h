@@ -17,11 +17,11 @@ namespace adakv::eval {
 // Most keys one document holds: one door name each.
 inline constexpr size_t kMaxPasskeyDoors = 8;
 
-// The doors' names. kColors (red, blue, green, yellow, ...) was the only set before kDistinct and
-// stays the default, so that earlier grids reproduce; but blue, green and yellow are also words
-// of the filler ("The sky is blue."), thousands of times in a long document, so a question about
-// those doors also tests telling the needle's word from the filler's. kDistinct's names (red,
-// purple, orange, white, ...) occur nowhere else in the document: a question names one place.
+// The doors' names. kColors (red, blue, green, yellow, ...) is the default, so that grids run
+// with it reproduce; but blue, green and yellow are also words of the filler ("The sky is
+// blue."), hundreds of times in a long document, so a question about those doors also tests
+// telling the needle's word from the filler's. kDistinct's names (red, purple, orange, white,
+// ...) occur nowhere else in the document: a question names one place.
 enum class DoorNames { kColors, kDistinct };
 
 // "colors" / "distinct"; std::invalid_argument naming the value otherwise.
