@@ -106,6 +106,18 @@ void read_rows(const uint8_t* block, const KvBlockLayout& layout, int which, siz
         std::memcpy(&scale, block + scale_offset(layout, which, row0 + r), sizeof(scale));
         const uint8_t* row = src + r * dim;
         float* out = dst + r * dim;
+        if (std::isnan(scale)) {
+          // A NaN scale makes the whole row that NaN, quieted: which NaN a NaN code times a NaN
+          // scale gives depends on the operand order the compiler picks, and the CUDA twin
+          // (e4m3_dequantize) must give the same bits.
+          uint32_t bits;
+          std::memcpy(&bits, &scale, sizeof(bits));
+          bits |= 0x00400000u;
+          float quiet;
+          std::memcpy(&quiet, &bits, sizeof(quiet));
+          std::fill(out, out + dim, quiet);
+          continue;
+        }
 #pragma omp simd
         for (size_t d = 0; d < dim; ++d) out[d] = e4m3_decode(row[d]) * scale;
       }
