@@ -110,11 +110,7 @@ void read_rows(const uint8_t* block, const KvBlockLayout& layout, int which, siz
           // A NaN scale makes the whole row that NaN, quieted: which NaN a NaN code times a NaN
           // scale gives depends on the operand order the compiler picks, and the CUDA twin
           // (e4m3_dequantize) must give the same bits.
-          uint32_t bits;
-          std::memcpy(&bits, &scale, sizeof(bits));
-          bits |= 0x00400000u;
-          float quiet;
-          std::memcpy(&quiet, &bits, sizeof(quiet));
+          const float quiet = std::bit_cast<float>(std::bit_cast<uint32_t>(scale) | 0x00400000u);
           std::fill(out, out + dim, quiet);
           continue;
         }
