@@ -123,8 +123,6 @@ std::vector<uint64_t> Engine::add_samples(std::vector<Request> samples) {
   }
   std::vector<uint64_t> ids{add(std::move(samples.front()))};
   ScheduledSeq& source = *active_.at(ids[0]).seq;
-  // The samples share the source's compressed prompt (SharedPrompt), not cached spans.
-  if (samples.size() > 1) source.cache_prefix = false;
   for (size_t i = 1; i < samples.size(); ++i) {
     const uint64_t id = next_id_++;
     auto seq = std::make_shared<ScheduledSeq>();

@@ -109,7 +109,9 @@ size_t Scheduler::blocks(size_t rank, const ScheduledSeq& s) const {
 size_t Scheduler::shared_blocks(size_t rank, const SharedPrompt& p) const {
   size_t n = 0;
   for (size_t l = rank_layers_[rank].first; l < rank_layers_[rank].second; ++l) {
-    for (size_t h : rank_heads_[rank]) n += p.kept[l * n_kv_heads_ + h] / config_.block_tokens;
+    for (size_t h : rank_heads_[rank]) {
+      n += p.kept[l * n_kv_heads_ + h] / config_.block_tokens - p.prefix.size();
+    }
   }
   return n;
 }
@@ -135,7 +137,10 @@ size_t Scheduler::freed_by(size_t rank, const ScheduledSeq& s) const {
 
 void Scheduler::drop_share(ScheduledSeq& s) {
   if (!s.shared) return;
-  --s.shared->holders;
+  if (--s.shared->holders == 0 && prefix_ && !s.shared->prefix.empty()) {
+    prefix_->unref(s.shared->prefix, tick_);
+    s.shared->prefix.clear();
+  }
   s.shared.reset();
 }
 
@@ -325,8 +330,13 @@ void Scheduler::fork_samples(StepPlan& plan, std::vector<size_t>& used) {
       continue;
     }
     for (size_t r = 0; r < P; ++r) used[r] += need[r];
-    if (!source.shared)
-      source.shared = std::make_shared<SharedPrompt>(SharedPrompt{source.kept, 1});
+    if (!source.shared) {
+      // The source's cached spans pass to the shared prompt with their cache reference: they
+      // stay referenced until its last sample leaves, whenever the source ends.
+      source.shared = std::make_shared<SharedPrompt>(SharedPrompt{source.kept, 1, {}});
+      source.shared->prefix = std::move(source.prefix);
+      source.prefix.clear();
+    }
     c.shared = source.shared;
     ++c.shared->holders;
     c.kept = source.kept;

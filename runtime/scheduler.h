@@ -33,6 +33,8 @@
 // from the same prefill's logits, and once the prompt is compressed it forks from that
 // sequence (SequenceFork::share): the compressed prompt's full blocks are referenced by every
 // sample and counted once, each sample's partial last blocks and generated tokens are its own.
+// A prompt kept whole takes and leaves cached spans as any other; at the fork they pass to the
+// shared prompt, which references them in the cache until its last sample leaves.
 // A sample preempted, or whose source ended before the fork, prefills its prompt alone.
 //
 // Prefix caching (ServingConfig::prefix_caching; runtime/prefix_cache.h): a prompt kept whole
@@ -81,6 +83,9 @@ namespace adakv::runtime {
 struct SharedPrompt {
   std::vector<uint32_t> kept;  // [layer * model kv heads]: the prompt's kept tokens
   size_t holders = 0;          // resident sequences referencing them
+  // The leading full blocks that are cached spans (a prompt kept whole that took or left them):
+  // the cache's blocks, referenced in it while any holder is resident, not counted here.
+  std::vector<uint64_t> prefix;
 };
 
 enum class SeqPhase {
@@ -120,7 +125,8 @@ struct ScheduledSeq {
   // The compressed prompt blocks it references with the other samples (null: its own only).
   std::shared_ptr<SharedPrompt> shared;
   // Prefix caching: whether its prompt may start from cached spans and leave its own (the engine
-  // decides: a prompt kept whole, without prompt logprobs, of one sample).
+  // decides; the scheduler then takes only a prompt kept whole, without prompt logprobs or
+  // look-ahead, and not a request's later samples, which fork from its first).
   bool cache_prefix = false;
   std::vector<uint64_t> prefix;  // keys of the cached spans its cache starts with, in order
   size_t cached_tokens = 0;      // prompt tokens its first admission found cached
@@ -227,7 +233,7 @@ class Scheduler {
   // it is the last holder.
   size_t freed_by(size_t rank, const ScheduledSeq& s) const;
   // s no longer references its shared prompt (it left the pool).
-  static void drop_share(ScheduledSeq& s);
+  void drop_share(ScheduledSeq& s);
   // Forks the waiting samples whose source is ready, as far as the pool and max_num_seqs allow.
   void fork_samples(StepPlan& plan, std::vector<size_t>& used);
   // Blocks per layer `rank` reserves for s from admission until it is compressed: the peak its

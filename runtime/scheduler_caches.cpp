@@ -104,7 +104,7 @@ void Scheduler::context_compressed(uint64_t id, const std::vector<std::vector<si
   auto seq = *it;
   resident_.erase(it);
   set_kept(*seq, kept);
-  seq->shared = std::make_shared<SharedPrompt>(SharedPrompt{seq->kept, 1});
+  seq->shared = std::make_shared<SharedPrompt>(SharedPrompt{seq->kept, 1, {}});
   contexts_.push_back(CachedContext{std::move(seq), tick_});
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "kernels/quant.h"
@@ -71,21 +72,35 @@ class PrefixCaching : public ::testing::Test {
     size_t preemptions = 0;
   };
   // The requests through one loop, each added once the one before it ended (`one_by_one`) or
-  // all at once; the pool is checked after every step and once idle.
+  // all at once; the pool is checked after every step and once idle. Request i is asked for
+  // samples[i] samples (default one; sample k seeded 1 + k), their results one after another.
   static Run run(const std::vector<GenerateRequest>& reqs, const ServingConfig& config,
-                 bool one_by_one) {
+                 bool one_by_one, const std::vector<size_t>& samples = {}) {
     Run out;
-    out.results.resize(reqs.size());
-    out.logits.resize(reqs.size());
+    std::vector<size_t> first(reqs.size() + 1, 0);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      first[i + 1] = first[i] + (samples.empty() ? 1 : samples[i]);
+    }
+    out.results.resize(first.back());
+    out.logits.resize(first.back());
     Engine loop(*engine_, config);
     auto add = [&](size_t i) {
-      adakv::runtime::Request r;
-      r.generate = reqs[i];
-      r.on_logits = [&out, i](const float* lg, size_t v) {
-        out.logits[i].emplace_back(lg, lg + v);
-      };
-      r.on_done = [&out, i](GenerateResult&& g) { out.results[i] = std::move(g); };
-      loop.add(std::move(r));
+      std::vector<adakv::runtime::Request> group;
+      for (size_t k = first[i]; k < first[i + 1]; ++k) {
+        adakv::runtime::Request r;
+        r.generate = reqs[i];
+        if (first[i + 1] - first[i] > 1) r.generate.sampling.seed = 1 + (k - first[i]);
+        r.on_logits = [&out, k](const float* lg, size_t v) {
+          out.logits[k].emplace_back(lg, lg + v);
+        };
+        r.on_done = [&out, k](GenerateResult&& g) { out.results[k] = std::move(g); };
+        group.push_back(std::move(r));
+      }
+      if (group.size() == 1) {
+        loop.add(std::move(group.front()));
+      } else {
+        loop.add_samples(std::move(group));
+      }
     };
     auto drain = [&] {
       while (loop.has_work()) {
@@ -185,6 +200,38 @@ TEST_F(PrefixCaching, UnusedSpansMakeRoomBeforeAnythingIsPreempted) {
   // All at once too: admissions wait for blocks as without caching.
   const Run together = run(reqs, serving(blocks, true), false);
   for (size_t i = 0; i < reqs.size(); ++i) expect_same(together, cold, i, 1e-3);
+}
+
+// The samples of a request kept whole (n = 3, drawn at temperature 0.8) start from the spans
+// an earlier prompt left and leave their own, as one sample does: a later prompt equal to
+// theirs finds all of it cached. Each sample draws the tokens a cold cache draws, and once every
+// request ended no span is still referenced (the samples' shared prompt let go of them).
+TEST_F(PrefixCaching, TheSamplesOfARequestTakeAndLeaveSpans) {
+  const auto doc = text(0, 600);
+  auto after_doc = [&](size_t offset, size_t n) {
+    auto p = doc;
+    const auto q = text(offset, n);
+    p.insert(p.end(), q.begin(), q.end());
+    return p;
+  };
+  GenerateRequest sampled = request(after_doc(2000, 100));
+  sampled.sampling.temperature = 0.8f;
+  const std::vector<GenerateRequest> reqs = {request(after_doc(3000, 30)), sampled,
+                                             request(sampled.prompt)};
+  const std::vector<size_t> samples = {1, 3, 1};  // results: 0, then 1-3 the samples, then 4
+  const size_t blocks = 30 * 3 * 8 * 64;
+  const Run cold = run(reqs, serving(blocks, false), true, samples);
+  const Run warm = run(reqs, serving(blocks, true), true, samples);
+  EXPECT_EQ(warm.results[0].cached_tokens, 0u);
+  EXPECT_EQ(warm.results[1].cached_tokens, (600 / 16) * 16u);  // the document's whole spans
+  EXPECT_EQ(warm.results[4].cached_tokens, ((sampled.prompt.size() - 1) / 16) * 16);
+  std::set<std::vector<int32_t>> drawn;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(cold.results[i].cached_tokens, 0u);
+    expect_same(warm, cold, i, 1e-3);
+  }
+  for (size_t i = 1; i <= 3; ++i) drawn.insert(warm.results[i].tokens);
+  EXPECT_GE(drawn.size(), 2u) << "the samples were not drawn apart";
 }
 
 }  // namespace
