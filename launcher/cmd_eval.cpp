@@ -21,6 +21,7 @@
 #include "launcher/eval_runs.h"
 #include "launcher/job.h"
 #include "launcher/parallel_flags.h"
+#include "runtime/compression/reconstruction.h"
 #include "runtime/eval/eval_report.h"
 #include "runtime/eval/eval_runner.h"
 #include "runtime/eval/niah.h"
@@ -49,6 +50,7 @@ struct EvalOptions {
   std::string out = "eval-results";
   std::vector<std::string> haystack;
   std::string doors = "colors";  // passkey-multi
+  size_t repeat_piece = 0;       // passkey-multi
   int threads = 0;
   CompressionFlags compression;
   ParallelFlags parallel;
@@ -202,6 +204,12 @@ int run_eval_command(const EvalOptions& o) {
   spec.kv_dtype = o.compression.dtype();
   spec.haystack_files = o.haystack;
   spec.doors = eval::parse_door_names(o.doors);
+  if (o.repeat_piece != 0 && o.repeat_piece < compression::kMinRepeatPiece) {
+    throw std::invalid_argument("--repeat-piece must be 0 or at least " +
+                                std::to_string(compression::kMinRepeatPiece) + " tokens (got " +
+                                std::to_string(o.repeat_piece) + ")");
+  }
+  spec.repeat_piece = o.repeat_piece;
   if (spec.task == eval::Task::kNiah && spec.haystack_files.empty()) {
     spec.haystack_files = eval::default_haystack_files();
   }
@@ -278,6 +286,10 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
                     "Door names: colors (red, blue, green, yellow, ...; three of them are also "
                     "filler words) or distinct (names found only in their needles)")
         ->check(CLI::IsMember({"colors", "distinct"}))
+        ->capture_default_str();
+    sub->add_option("--repeat-piece", o->repeat_piece,
+                    "Reconstruct scoring: the most document tokens repeated after one "
+                    "instruction (0: the longest piece that fits in the model's context)")
         ->capture_default_str();
   } else {
     sub->add_option("--depths", o->depths, "Needle depths in % of the haystack (0 = start)")

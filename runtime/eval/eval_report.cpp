@@ -106,6 +106,7 @@ EvalResult from_json(const json& j) {
   }
   // Results written before door names could be chosen used the colors.
   if (j.contains("doors")) spec.doors = parse_door_names(get<std::string>(j, "doors", "the file"));
+  if (j.contains("repeat_piece")) spec.repeat_piece = get<size_t>(j, "repeat_piece", "the file");
   r.total_s = get<double>(j, "total_s", "the file");
   const json& runs = field(j, "runs", "the file");
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -180,6 +181,11 @@ EvalResult merge_results(const std::vector<EvalResult>& parts) {
     if (s.doors != first.doors) {
       throw std::invalid_argument("merge: " + which + " names its doors " + to_string(s.doors) +
                                   ", part 1 " + to_string(first.doors));
+    }
+    if (s.repeat_piece != first.repeat_piece) {
+      throw std::invalid_argument("merge: " + which + " repeats the document in pieces of " +
+                                  std::to_string(s.repeat_piece) + " tokens, part 1 " +
+                                  std::to_string(first.repeat_piece));
     }
     if (s.runs.size() != first.runs.size()) {
       throw std::invalid_argument("merge: " + which + " has " + std::to_string(s.runs.size()) +

@@ -428,6 +428,7 @@ nlohmann::json to_json(const EvalResult& r) {
           {"max_tokens", spec.max_tokens},
           {"haystack_files", spec.haystack_files},
           {"doors", to_string(spec.doors)},
+          {"repeat_piece", spec.repeat_piece},
           {"total_s", r.total_s},
           {"runs", runs},
           {"records", records}};

@@ -60,6 +60,9 @@ struct EvalSpec {
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   std::vector<std::string> haystack_files;  // NIAH prose; empty: default_haystack_files()
   DoorNames doors = DoorNames::kColors;     // passkey-multi's door names
+  // passkey-multi's reconstruction: the most document tokens per repeated piece (0: the longest
+  // piece that fits after the document in the model's context).
+  size_t repeat_piece = 0;
 };
 
 // One prompt and what every run made of it.

@@ -130,8 +130,9 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
           const auto instruction =
               engine.encode_prompt(compression::kRepeatInstruction, /*chat=*/false);
           const auto text = engine.encode_prompt(s.document, /*chat=*/false);
-          const size_t piece =
+          size_t piece =
               compression::repeat_piece_tokens(n_context, text.size(), instruction.size(), context);
+          if (spec.repeat_piece > 0) piece = std::min(piece, spec.repeat_piece);
           if (piece == 0) {
             throw std::invalid_argument("a document of " + std::to_string(n_context) +
                                         " tokens leaves no room for its reconstruction");
