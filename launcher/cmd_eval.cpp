@@ -49,8 +49,8 @@ struct EvalOptions {
   size_t max_tokens = 0;  // 0: the task's default
   std::string out = "eval-results";
   std::vector<std::string> haystack;
-  std::string doors = "colors";  // passkey-multi
-  size_t repeat_piece = 0;       // passkey-multi
+  std::string doors = "colors";                            // passkey-multi
+  size_t repeat_piece = compression::kDefaultRepeatPiece;  // passkey-multi
   int threads = 0;
   CompressionFlags compression;
   ParallelFlags parallel;
@@ -289,7 +289,8 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
         ->capture_default_str();
     sub->add_option("--repeat-piece", o->repeat_piece,
                     "Reconstruct scoring: the most document tokens repeated after one "
-                    "instruction (0: the longest piece that fits in the model's context)")
+                    "instruction, as serve's --kv-repeat-piece (0: the longest piece that fits "
+                    "in the model's context)")
         ->capture_default_str();
   } else {
     sub->add_option("--depths", o->depths, "Needle depths in % of the haystack (0 = start)")

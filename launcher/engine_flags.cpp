@@ -54,7 +54,7 @@ void EngineFlags::add_to(CLI::App* app) {
   app->add_option("--kv-repeat-piece", repeat_piece,
                   "A context scored by reconstruction (--context-scoring) is repeated after "
                   "itself in pieces of at most this many tokens, which the pool holds on top of "
-                  "the context while it is scored (default 0: as many as fit the model's "
+                  "the context while it is scored (default 2048; 0: as many as fit the model's "
                   "context)");
 }
 

@@ -23,7 +23,7 @@ struct EngineFlags {
   size_t prefill_chunk = 512;
   bool no_prefix_caching = false;
   size_t context_tail = 1024;
-  size_t repeat_piece = 0;
+  size_t repeat_piece = compression::kDefaultRepeatPiece;
 
   void add_to(CLI::App* app);
   // The loop's config for a rank holding `local` (its KV heads) with KV stored as `dtype`.

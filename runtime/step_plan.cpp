@@ -16,6 +16,11 @@ void ServingConfig::validate() const {
   positive(max_num_seqs, "max_num_seqs");
   positive(max_num_batched_tokens, "max_num_batched_tokens");
   positive(prefill_chunk, "prefill_chunk");
+  if (context_repeat_piece != 0 && context_repeat_piece < compression::kMinRepeatPiece) {
+    throw std::invalid_argument("the repeat piece must be 0 (as many tokens as fit) or at least " +
+                                std::to_string(compression::kMinRepeatPiece) + " tokens (got " +
+                                std::to_string(context_repeat_piece) + ")");
+  }
 }
 
 size_t StepPlan::tokens() const {

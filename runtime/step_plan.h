@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "runtime/compression/config.h"
+#include "runtime/compression/reconstruction.h"
 
 namespace adakv::runtime {
 
@@ -32,8 +33,9 @@ struct ServingConfig {
   // A context scored by reconstruction (CompressionConfig::context_scoring) is repeated after
   // itself in pieces of at most this many tokens, the cache rolled back between pieces: the
   // repeat holds that many more rows per KV head in the pool while it is scored. 0: as many as
-  // fit the model's context (one piece, when the context is at most about half of it).
-  size_t context_repeat_piece = 0;
+  // fit the model's context (one piece, when the context is at most about half of it); else at
+  // least compression::kMinRepeatPiece.
+  size_t context_repeat_piece = compression::kDefaultRepeatPiece;
   // Throws std::invalid_argument naming the bad field.
   void validate() const;
 };

@@ -15,6 +15,13 @@ namespace adakv::compression {
 // The instruction between a context and its repeat (plain text, no chat template).
 inline constexpr const char* kRepeatInstruction = "\n\nRepeat the previous context exactly.\n\n";
 
+// The most context tokens repeated after one instruction unless a caller says otherwise (KVzip's
+// chunk size). A query of a piece attends over the context and its own piece only, not over the
+// pieces before it, so a long context costs fewer query-key pairs than with one whole repeat,
+// and the pool holds only one piece beside the context (measured: docs/experiments.md, "Repeats
+// in pieces of 2,048 tokens, Qwen2.5 at 8k and 16k").
+inline constexpr size_t kDefaultRepeatPiece = 2048;
+
 // A piece shorter than this repeats too little per instruction to be worth it: the context is
 // then not scored by reconstruction.
 inline constexpr size_t kMinRepeatPiece = 64;

@@ -106,7 +106,8 @@ EvalResult from_json(const json& j) {
   }
   // Results written before door names could be chosen used the colors.
   if (j.contains("doors")) spec.doors = parse_door_names(get<std::string>(j, "doors", "the file"));
-  if (j.contains("repeat_piece")) spec.repeat_piece = get<size_t>(j, "repeat_piece", "the file");
+  // Files from before the field repeated the whole document where it fit.
+  spec.repeat_piece = j.contains("repeat_piece") ? get<size_t>(j, "repeat_piece", "the file") : 0;
   r.total_s = get<double>(j, "total_s", "the file");
   const json& runs = field(j, "runs", "the file");
   for (size_t i = 0; i < runs.size(); ++i) {

@@ -12,6 +12,7 @@
 
 #include "kernels/ops.h"
 #include "runtime/compression/config.h"
+#include "runtime/compression/reconstruction.h"
 #include "runtime/eval/passkey_multi.h"
 #include "runtime/policy_fork.h"
 #include "runtime/worker.h"
@@ -61,8 +62,9 @@ struct EvalSpec {
   std::vector<std::string> haystack_files;  // NIAH prose; empty: default_haystack_files()
   DoorNames doors = DoorNames::kColors;     // passkey-multi's door names
   // passkey-multi's reconstruction: the most document tokens per repeated piece (0: the longest
-  // piece that fits after the document in the model's context).
-  size_t repeat_piece = 0;
+  // piece that fits after the document in the model's context), as a server's
+  // ServingConfig::context_repeat_piece.
+  size_t repeat_piece = compression::kDefaultRepeatPiece;
 };
 
 // One prompt and what every run made of it.

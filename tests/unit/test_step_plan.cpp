@@ -125,5 +125,23 @@ TEST(ServingConfig, NamesTheBadField) {
   }
 }
 
+// A repeat piece is 0 (as long as fits) or at least kMinRepeatPiece tokens; 2,048 by default.
+TEST(ServingConfig, RefusesARepeatPieceTooShortToScore) {
+  ServingConfig c;
+  c.kv_pool_blocks = 10;
+  EXPECT_EQ(c.context_repeat_piece, compression::kDefaultRepeatPiece);
+  for (size_t piece : {size_t{0}, compression::kMinRepeatPiece}) {
+    c.context_repeat_piece = piece;
+    EXPECT_NO_THROW(c.validate()) << piece;
+  }
+  c.context_repeat_piece = compression::kMinRepeatPiece - 1;
+  try {
+    c.validate();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("repeat piece"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace adakv::runtime
