@@ -51,6 +51,7 @@ struct EvalOptions {
   std::vector<std::string> haystack;
   std::string doors = "colors";                            // passkey-multi
   size_t repeat_piece = compression::kDefaultRepeatPiece;  // passkey-multi
+  std::string scores_dir;                                  // passkey-multi
   int threads = 0;
   CompressionFlags compression;
   ParallelFlags parallel;
@@ -210,6 +211,7 @@ int run_eval_command(const EvalOptions& o) {
                                 std::to_string(o.repeat_piece) + ")");
   }
   spec.repeat_piece = o.repeat_piece;
+  spec.scores_dir = o.scores_dir;
   if (spec.task == eval::Task::kNiah && spec.haystack_files.empty()) {
     spec.haystack_files = eval::default_haystack_files();
   }
@@ -292,6 +294,9 @@ void add_task(CLI::App* eval_app, eval::Task task, const char* help, Runner& sel
                     "instruction, as serve's --kv-repeat-piece (0: the longest piece that fits "
                     "in the model's context)")
         ->capture_default_str();
+    sub->add_option("--dump-scores", o->scores_dir,
+                    "Folder for each document's recorded token scores and each policy's kept "
+                    "tokens per head (<doc>.f32 and <doc>.json), for analysis");
   } else {
     sub->add_option("--depths", o->depths, "Needle depths in % of the haystack (0 = start)")
         ->delimiter(',')

@@ -101,6 +101,10 @@ void CompressionFlags::add_to(CLI::App* app_) {
                   "questions are not known yet: reconstruct (default: the model reads the context "
                   "back, about one more prefill of it; a long context is read back in pieces), "
                   "window or output-aware");
+  app->add_option("--reconstruct-keys", reconstruct_keys,
+                  "Keys a reconstruction query's attention is normalised over when scored: "
+                  "context (the whole context, default) or piece (the sink and the span its "
+                  "piece repeats, as KVzip)");
   app->add_option("--context-policy", context_policy,
                   "How a compressed context's budgets are allocated: policy (as --policy, "
                   "default), snapkv, pyramidkv, adakv or ada-pyramid");
@@ -182,6 +186,9 @@ compression::CompressionConfig CompressionFlags::resolve(
         "use window or output-aware here");
   }
   if (!context_scoring.empty()) c.context_scoring = compression::parse_scoring(context_scoring);
+  if (!reconstruct_keys.empty()) {
+    c.reconstruct_keys = compression::parse_reconstruct_keys(reconstruct_keys);
+  }
   if (!context_policy.empty()) c.context_policy = compression::parse_context_policy(context_policy);
   if (given("--delta")) c.delta = non_negative(delta, "--delta");
   if (given("--b-min")) c.b_min = non_negative(b_min, "--b-min");

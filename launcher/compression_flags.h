@@ -19,7 +19,7 @@ namespace adakv::cli {
 
 struct CompressionFlags {
   std::string preset, policy, budget, scope, rule, pooling, gqa, budget_scores, scoring,
-      context_scoring, context_policy, kv_dtype = "bf16", decode_dots = "int16";
+      context_scoring, reconstruct_keys, context_policy, kv_dtype = "bf16", decode_dots = "int16";
   double alpha = 0, lookahead_weight = 0;
   long window = 0, delta = 0, b_min = 0, pool_kernel = 0, pool_sink = 0, pool_shift = 0,
        lookahead = 0, min_keep = 0;

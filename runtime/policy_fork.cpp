@@ -87,6 +87,8 @@ class ForkedPrompt {
     start.lookahead = static_cast<uint32_t>(lookahead_);
     start.record_scores = true;
     start.compression = scoring_;
+    start.repeat_piece = static_cast<uint32_t>(repeat_.piece_tokens);
+    start.repeat_offset = static_cast<uint32_t>(repeat_.text_offset);
     plan.start = {start};
     plan.entries = {StepEntry{kSource, req_.prompt, true}};
     prefill_logits_ = engine_.execute_step(plan).logits;
@@ -332,7 +334,7 @@ std::vector<ContinuationScore> score_continuation(
 std::vector<std::vector<GenerateResult>> answer_questions(
     Worker& engine, const GenerateRequest& req, const std::vector<std::vector<int32_t>>& questions,
     const std::vector<compression::CompressionConfig>& policies,
-    const compression::RepeatPieces& repeat) {
+    const compression::RepeatPieces& repeat, std::vector<std::vector<float>>* scores) {
   if (!engine.is_root()) throw std::logic_error("answer_questions() runs on rank 0");
   check_policies(policies);
   if (questions.empty()) throw std::invalid_argument("no question to answer");
@@ -373,8 +375,11 @@ std::vector<std::vector<GenerateResult>> answer_questions(
     std::vector<uint64_t> ids;
     StepPlan plan = job.fork_plan(std::vector<compression::CompressionConfig>(Q, policies[p]), ids);
     for (size_t i = 0; i < Q; ++i) plan.entries.push_back(StepEntry{ids[i], questions[i], true});
+    if (scores && p == 0) plan.gather_scores = {ForkedPrompt::kSource};
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = engine.execute_step(plan).logits;
+    StepResult step = engine.execute_step(plan);
+    if (scores && p == 0) *scores = std::move(step.scores.at(ForkedPrompt::kSource));
+    std::vector<float> logits = std::move(step.logits);
     const double question_s = seconds_since(t0);
     std::vector<GenerateResult> answers(Q);
     const double decode_s =

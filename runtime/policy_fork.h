@@ -67,12 +67,14 @@ std::vector<ContinuationScore> score_continuation(
 // it, then a part of the context again), whose queries score the context and are then rolled
 // back, piece by piece; their forward and the scoring are compression.lookahead_s. Throws
 // std::invalid_argument on no question, an empty one, or context, question and new tokens (or
-// context and a piece) that do not fit the model's context.
+// context and a piece) that do not fit the model's context. With `scores`, the recording's
+// scores come back there too, [layer][kv head of the model][prefix] (Worker's gather).
 std::vector<std::vector<GenerateResult>> answer_questions(
     Worker& engine, const GenerateRequest& request,
     const std::vector<std::vector<int32_t>>& questions,
     const std::vector<compression::CompressionConfig>& policies,
-    const compression::RepeatPieces& repeat = {});
+    const compression::RepeatPieces& repeat = {},
+    std::vector<std::vector<float>>* scores = nullptr);
 
 // Prefills request.prompt recording the window scores of every head, and forks it under
 // request.compression (for adakv profile). No token is generated.

@@ -572,6 +572,8 @@ StepPlan Scheduler::schedule(std::vector<EntryKind>& kinds) {
     start.prompt_tokens = static_cast<uint32_t>(s.prompt.size());
     start.lookahead = static_cast<uint32_t>(s.lookahead);
     start.compression = s.compression;
+    start.repeat_piece = static_cast<uint32_t>(s.repeat.piece_tokens);
+    start.repeat_offset = static_cast<uint32_t>(s.repeat.text_offset);
     plan.start.push_back(start);
     for (size_t i = 0; i < s.prefix.size(); ++i) {
       plan.prefix_attach.push_back(PrefixLink{s.id, s.prefix[i], i});

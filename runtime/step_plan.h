@@ -49,6 +49,10 @@ struct SequenceStart {
   // scores, to be forked into several policies (SequenceFork); `compression` gives the scoring.
   bool record_scores = false;
   compression::CompressionConfig compression;
+  // A context scored by a repeat in pieces (compression::RepeatPieces): text tokens per piece
+  // and the context position of the text's first token (PagedKvCache::expect_repeat); 0: none.
+  uint32_t repeat_piece = 0;
+  uint32_t repeat_offset = 0;
 };
 
 // A new sequence holding what `compression` keeps of a recording sequence's prompt, as if the

@@ -336,6 +336,7 @@ StepResult Worker::run_step(const StepPlan& plan, bool* logits_pending) {
     s.cache = std::make_unique<PagedKvCache>(*step_pool_, model_.local_config(), start.compression,
                                              head_group(), start.record_scores);
     s.cache->begin_prompt(start.prompt_tokens, start.lookahead > 0);
+    if (start.repeat_piece > 0) s.cache->expect_repeat(start.repeat_piece, start.repeat_offset);
     s.prompt_tokens = start.prompt_tokens;
     step_seqs_[start.id] = std::move(s);
   }

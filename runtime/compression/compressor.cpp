@@ -86,6 +86,59 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
   if (peak) merge_replica_scores(group(), budget_scores_[layer], kv_heads_, c.gqa);
 }
 
+void Compressor::score_piece(size_t layer, const float* q_obs, size_t q_stride, const float* k,
+                             size_t k_stride, size_t n_keys, size_t n_obs,
+                             const RepeatPiece& piece) {
+  const CompressionConfig& c = config();
+  const size_t n = piece.context, W = c.window;
+  if (n_keys <= n || n_keys - n > n_obs || n <= W) {
+    throw std::logic_error("score_piece: the observed rows must end with a repeat of the context");
+  }
+  const size_t steps = n_keys - n;
+  const size_t begin = std::min(piece.span.begin, n), end = std::min(piece.span.end, n);
+  const size_t sink = std::min(kReconstructSink, begin), span = end - begin;
+  if (sink + span == 0) return;
+  // The keys the piece's queries are normalised over, gathered in one dense buffer: sink,
+  // span, then the repeat's own (last, so that the kernel's causal mask holds for them).
+  const size_t width = kv_heads_ * head_dim_, row_bytes = width * sizeof(float);
+  const size_t m = sink + span + steps;
+  const kernels::Buffer keys = backend_->allocate(m * row_bytes);
+  auto* dst = static_cast<uint8_t*>(keys.data());
+  auto gather = [&](size_t from, size_t rows) {
+    if (k_stride == width) {
+      if (rows > 0) backend_->copy(dst, k + from * width, rows * row_bytes);
+    } else {
+      for (size_t i = 0; i < rows; ++i) {
+        backend_->copy(dst + i * row_bytes, k + (from + i) * k_stride, row_bytes);
+      }
+    }
+    dst += rows * row_bytes;
+  };
+  gather(0, sink);
+  gather(begin, span);
+  gather(n, steps);
+  // The sink's attention stays out of its new neighbours' pooling.
+  CompressionConfig local = c;
+  if (sink > 0) local.pool_sink = sink;
+  std::vector<float> peak;
+  score_observations(q_obs + (n_obs - steps) * q_stride, q_stride, keys.as<float>(), width, m,
+                     steps, q_heads_, kv_heads_, head_dim_, local, &peak, *backend_);
+  merge_replica_scores(group(), peak, kv_heads_, c.gqa);
+  // Into the layer's [Hkv][n - W] scores (the window is kept anyway).
+  const size_t prefix = n - W, scored = sink + span;
+  std::vector<float>& kept = scores_[layer];
+  if (kept.size() != kv_heads_ * prefix) kept.assign(kv_heads_ * prefix, 0.0f);
+  for (size_t h = 0; h < kv_heads_; ++h) {
+    float* out = kept.data() + h * prefix;
+    const float* in = peak.data() + h * scored;
+    for (size_t j = 0; j < sink && j < prefix; ++j) out[j] = std::max(out[j], in[j]);
+    for (size_t j = begin; j < std::min(end, prefix); ++j) {
+      out[j] = std::max(out[j], in[sink + j - begin]);
+    }
+  }
+  budget_scores_[layer].clear();
+}
+
 void Compressor::observe(size_t layer, const float* q, size_t q_stride, size_t rows) {
   Observed& observed = observed_q_[layer];
   const size_t row_bytes = q_heads_ * head_dim_ * sizeof(float);
@@ -104,14 +157,19 @@ void Compressor::observe(size_t layer, const float* q, size_t q_stride, size_t r
 }
 
 void Compressor::score_lookahead(size_t n_keys, const std::function<kernels::Buffer(size_t)>& keys,
-                                 bool keep_window) {
+                                 bool keep_window, const RepeatPiece* piece) {
   const size_t q_width = q_heads_ * head_dim_;
   for (size_t l = 0; l < observed_q_.size(); ++l) {
     Observed& observed = observed_q_[l];
     if (observed.rows == 0) continue;  // a prompt no longer than the window: nothing to score
     const kernels::Buffer k = keys(l);
-    score(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
-          observed.rows);
+    if (piece && config().scoring == Scoring::kReconstruct) {
+      score_piece(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
+                  observed.rows, *piece);
+    } else {
+      score(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
+            observed.rows);
+    }
     if (keep_window) observed.rows = std::min(observed.rows, config().window);
   }
   if (!keep_window) observed_q_.clear();

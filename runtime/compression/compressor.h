@@ -23,9 +23,17 @@
 #include "runtime/compression/config.h"
 #include "runtime/compression/head_group.h"
 #include "runtime/compression/head_selector.h"
+#include "runtime/compression/reconstruction.h"
 #include "runtime/compression/report.h"
 
 namespace adakv::compression {
+
+// A piece of a context repeated for reconstruct scoring, scored over its own span
+// (ReconstructKeys::kPiece): the repeat's rows follow the context's `context` tokens.
+struct RepeatPiece {
+  size_t context = 0;
+  PieceSpan span;
+};
 
 class Compressor {
  public:
@@ -67,9 +75,10 @@ class Compressor {
   // Scores every layer that observed queries from them, over the first n_keys keys that
   // keys(layer) returns ([n_keys][Hkv][Dh], dense, backend memory), then drops the queries;
   // with keep_window, all but the window's (a piece of a repeated context was scored, the next
-  // piece follows: reconstruct scores keep each key's largest over the pieces).
+  // piece follows: reconstruct scores keep each key's largest over the pieces). With `piece`
+  // (reconstruct scoring), only the repeat's queries score, over the piece's keys alone.
   void score_lookahead(size_t n_keys, const std::function<kernels::Buffer(size_t)>& keys,
-                       bool keep_window = false);
+                       bool keep_window = false, const RepeatPiece* piece = nullptr);
 
   const std::vector<std::vector<float>>& scores() const { return scores_; }
 
@@ -85,6 +94,12 @@ class Compressor {
                                                               CompressionReport& report) const;
 
  private:
+  // Reconstruct scores of `layer` from a piece's queries (the last n_keys - piece.context of
+  // the n_obs observed) normalised over the attention sink, the piece's span and the repeat's
+  // own keys; each key of the span (and the sink) keeps its largest score.
+  void score_piece(size_t layer, const float* q_obs, size_t q_stride, const float* k,
+                   size_t k_stride, size_t n_keys, size_t n_obs, const RepeatPiece& piece);
+
   size_t n_layers_, q_heads_, kv_heads_, head_dim_;
   model::ModelConfig model_;  // this cache's heads: finds the output projection
   kernels::Backend* backend_;

@@ -91,6 +91,8 @@ constexpr std::pair<const char*, BudgetScores> kBudgetScores[] = {{"sum", Budget
 constexpr std::pair<const char*, Scoring> kScorings[] = {{"window", Scoring::kWindow},
                                                          {"output-aware", Scoring::kOutputAware},
                                                          {"reconstruct", Scoring::kReconstruct}};
+constexpr std::pair<const char*, ReconstructKeys> kReconstructKeys[] = {
+    {"context", ReconstructKeys::kContext}, {"piece", ReconstructKeys::kPiece}};
 constexpr std::pair<const char*, ContextPolicy> kContextPolicies[] = {
     {"policy", ContextPolicy::kAsPolicy},
     {"snapkv", ContextPolicy::kSnapKV},
@@ -132,6 +134,9 @@ const char* to_string(Scoring s) {
 const char* to_string(ContextPolicy p) {
   return name_of(p, kContextPolicies);
 }
+const char* to_string(ReconstructKeys k) {
+  return name_of(k, kReconstructKeys);
+}
 
 Policy parse_policy(const std::string& s) {
   return parse_name(s, "policy", kPolicies);
@@ -156,6 +161,9 @@ Scoring parse_scoring(const std::string& s) {
 }
 ContextPolicy parse_context_policy(const std::string& s) {
   return parse_name(s, "context policy", kContextPolicies);
+}
+ReconstructKeys parse_reconstruct_keys(const std::string& s) {
+  return parse_name(s, "reconstruct_keys", kReconstructKeys);
 }
 
 Policy CompressionConfig::context_allocation() const {
@@ -195,7 +203,8 @@ bool CompressionConfig::same_scoring(const CompressionConfig& o) const {
   return window == o.window && pooling == o.pooling && pool_kernel == o.pool_kernel &&
          pool_sink == o.pool_sink && pool_shift == o.pool_shift && gqa == o.gqa &&
          lookahead == o.lookahead && lookahead_weight == o.lookahead_weight &&
-         budget_scores == o.budget_scores && scoring == o.scoring;
+         budget_scores == o.budget_scores && scoring == o.scoring &&
+         (scoring != Scoring::kReconstruct || reconstruct_keys == o.reconstruct_keys);
 }
 
 void CompressionConfig::validate(size_t n) const {
@@ -271,6 +280,9 @@ std::string describe(const CompressionConfig& c) {
   if (c.scoring != Scoring::kWindow) os << ", scoring " << to_string(c.scoring);
   if (c.context_scoring != CompressionConfig{}.context_scoring) {
     os << ", context_scoring " << to_string(c.context_scoring);
+  }
+  if (c.reconstruct_keys != CompressionConfig{}.reconstruct_keys) {
+    os << ", reconstruct_keys " << to_string(c.reconstruct_keys);
   }
   if (c.context_policy != ContextPolicy::kAsPolicy) {
     os << ", context_policy " << to_string(c.context_policy);
@@ -361,6 +373,10 @@ CompressionConfig load_preset(const std::string& path, const CompressionConfig& 
        [](const std::string& v, CompressionConfig& cfg) { cfg.scoring = parse_scoring(v); }},
       {"context_scoring", [](const std::string& v,
                              CompressionConfig& cfg) { cfg.context_scoring = parse_scoring(v); }},
+      {"reconstruct_keys",
+       [](const std::string& v, CompressionConfig& cfg) {
+         cfg.reconstruct_keys = parse_reconstruct_keys(v);
+       }},
       {"context_policy",
        [](const std::string& v, CompressionConfig& cfg) {
          cfg.context_policy = parse_context_policy(v);

@@ -30,6 +30,14 @@ enum class BudgetScores { kSum, kPeak };    // observed queries -> the scores th
 //                 after the prompt: a recording prefill (adakv eval passkey-multi) or a
 //                 compressed context (CompressionConfig::context_scoring).
 enum class Scoring { kWindow, kOutputAware, kReconstruct };
+// Which keys a reconstruction query's attention is normalised over when its score is taken
+// (the forward itself always attends over everything):
+//   context: the whole context and the repeat so far; a key far from the repeat competes with
+//            every nearer key, and a piece's queries score every key of the context;
+//   piece:   the attention sink (the first 4 tokens), the context tokens the piece repeats and
+//            the repeat so far (KVzip's chunked scoring); each piece scores only its own span,
+//            so a span deep in a long context is ranked as sharply as the last one.
+enum class ReconstructKeys { kContext, kPiece };
 // How a compressed context's budgets are allocated (CompressionConfig::context_policy):
 // kAsPolicy takes the request's policy; the others name an allocator that scores (streaming
 // keeps the ends, and full nothing less, so neither allocates a context).
@@ -106,6 +114,8 @@ struct CompressionConfig {
   // follow with its whole repeat is repeated in pieces); a context that leaves no room for a
   // piece, or that is kept whole, is scored by its window.
   Scoring context_scoring = Scoring::kReconstruct;
+  // See ReconstructKeys; only reconstruct scoring reads it.
+  ReconstructKeys reconstruct_keys = ReconstructKeys::kContext;
   // How a compressed context's budgets are allocated: as `policy` (the default), or by another
   // allocator. A small model may need more of a context in its early layers than an even
   // share across layers leaves them (PyramidKV's layer budgets give them that; Ada-Pyramid
@@ -151,6 +161,7 @@ const char* to_string(GqaAggregation g);
 const char* to_string(BudgetScores b);
 const char* to_string(Scoring s);
 const char* to_string(ContextPolicy p);
+const char* to_string(ReconstructKeys k);
 Policy parse_policy(const std::string& s);
 Scope parse_scope(const std::string& s);
 Rule parse_rule(const std::string& s);
@@ -159,17 +170,18 @@ GqaAggregation parse_gqa(const std::string& s);
 BudgetScores parse_budget_scores(const std::string& s);
 Scoring parse_scoring(const std::string& s);
 ContextPolicy parse_context_policy(const std::string& s);
+ReconstructKeys parse_reconstruct_keys(const std::string& s);
 // "0.2" or "20%" -> ratio in (0, 1]; "128" (integer >= 1, no dot) -> tokens per head. Throws
 // std::invalid_argument for anything else ("", "abc", "-1", "0", "1.5", "150%").
 void parse_budget(const std::string& s, CompressionConfig& c);
 
 // Loads a YAML preset (configs/compression/*.yaml): keys policy, budget, min_keep, window,
 // alpha, pooling, pool_kernel, pool_sink, pool_shift, gqa, lookahead, lookahead_weight,
-// budget_scores, scoring, context_scoring, context_policy, scope, rule, delta, b_min,
-// pyramid_beta, sink; absent keys keep their value in `defaults` (the struct's defaults unless a
-// command passes its own, e.g. generate's min_keep), an empty file gives `defaults`. Unreadable
-// files, YAML syntax errors, unknown or duplicate keys and bad values throw std::invalid_argument
-// naming the file (and the key); the result is validate()d.
+// budget_scores, scoring, context_scoring, reconstruct_keys, context_policy, scope, rule, delta,
+// b_min, pyramid_beta, sink; absent keys keep their value in `defaults` (the struct's defaults
+// unless a command passes its own, e.g. generate's min_keep), an empty file gives `defaults`.
+// Unreadable files, YAML syntax errors, unknown or duplicate keys and bad values throw
+// std::invalid_argument naming the file (and the key); the result is validate()d.
 CompressionConfig load_preset(const std::string& path, const CompressionConfig& defaults = {});
 
 // One line of the settings in force: "policy adakv, budget 20%, min_keep 512, window 32,

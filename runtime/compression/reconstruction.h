@@ -26,20 +26,60 @@ inline constexpr size_t kDefaultRepeatPiece = 2048;
 // then not scored by reconstruction.
 inline constexpr size_t kMinRepeatPiece = 64;
 
+// Attention sinks a piece's queries are normalised over beside their own span
+// (ReconstructKeys::kPiece): the first tokens, where heads with nothing to read park attention.
+inline constexpr size_t kReconstructSink = 4;
+
+// The context positions [begin, end) whose keys the piece scores under ReconstructKeys::kPiece.
+struct PieceSpan {
+  size_t begin = 0, end = 0;
+};
+
+// Piece `index` of a text repeated in pieces of piece_tokens, the text starting at context
+// position text_offset: the span it repeats, the first piece's reaching back to the context's
+// start and the last one's (`last`) on to its end, so that the spans cover the n_context
+// positions once (a chat template before the text, a turn's end after it).
+inline PieceSpan piece_span(size_t index, bool last, size_t piece_tokens, size_t text_offset,
+                            size_t n_context) {
+  PieceSpan s;
+  s.begin = index == 0 ? 0 : std::min(n_context, text_offset + index * piece_tokens);
+  s.end = last ? n_context : std::min(n_context, text_offset + (index + 1) * piece_tokens);
+  s.end = std::max(s.end, s.begin);
+  return s;
+}
+
+// Where `text` begins in `context`: the first position holding its first tokens (the first one
+// or two of them may be merged differently after a chat template's newline), else 0.
+inline size_t text_offset(const std::vector<int32_t>& context, const std::vector<int32_t>& text) {
+  constexpr size_t kProbe = 16;
+  for (size_t skip = 0; skip < 3 && skip < text.size(); ++skip) {
+    const size_t m = std::min(kProbe, text.size() - skip);
+    const auto first = text.begin() + long(skip);
+    const auto at = std::search(context.begin(), context.end(), first, first + long(m));
+    if (at != context.end()) return std::max<size_t>(size_t(at - context.begin()), skip) - skip;
+  }
+  return 0;
+}
+
 // The tokens fed after a context to score it by reconstruction: piece i is the instruction and
 // text[i * piece_tokens, (i + 1) * piece_tokens), fed after the context and then rolled back.
 struct RepeatPieces {
   std::vector<int32_t> tokens;  // every piece, in order
   std::vector<size_t> ends;     // end of each piece in `tokens` (ascending; the last is its size)
   size_t longest = 0;           // tokens of the longest piece
+  size_t piece_tokens = 0;      // text tokens per piece (the last may have fewer)
+  size_t text_offset = 0;       // context position of the text's first token
 
   bool empty() const { return tokens.empty(); }
 };
 
 inline RepeatPieces repeat_pieces(const std::vector<int32_t>& instruction,
-                                  const std::vector<int32_t>& text, size_t piece_tokens) {
+                                  const std::vector<int32_t>& text, size_t piece_tokens,
+                                  size_t text_offset = 0) {
   RepeatPieces r;
   piece_tokens = std::max<size_t>(piece_tokens, 1);
+  r.piece_tokens = piece_tokens;
+  r.text_offset = text_offset;
   for (size_t at = 0; at < text.size(); at += piece_tokens) {
     const size_t end = std::min(text.size(), at + piece_tokens);
     r.tokens.insert(r.tokens.end(), instruction.begin(), instruction.end());

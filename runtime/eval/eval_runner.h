@@ -65,6 +65,9 @@ struct EvalSpec {
   // piece that fits after the document in the model's context), as a server's
   // ServingConfig::context_repeat_piece.
   size_t repeat_piece = compression::kDefaultRepeatPiece;
+  // passkey-multi: a folder that receives, per document and scoring, the recording's scores
+  // and each policy's kept tokens per head (query_agnostic.h); empty: none written.
+  std::string scores_dir;
 };
 
 // One prompt and what every run made of it.

@@ -1,6 +1,8 @@
 #include "runtime/eval/query_agnostic.h"
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +38,46 @@ std::vector<std::vector<size_t>> scoring_groups(const std::vector<PolicyRun>& ru
     if (!placed) groups.push_back({i});
   }
   return groups;
+}
+
+// One document's recorded scores under one scoring, for analysis: <stem>.f32 holds them raw
+// ([layer][kv head][prefix] float32, little-endian as in memory), <stem>.json the context's
+// tokens, the keys, the shape and each run's kept tokens per [layer][kv head].
+void write_scores(const std::string& dir, const std::string& stem,
+                  const std::vector<int32_t>& context, const MultiSample& sample,
+                  const std::vector<std::vector<float>>& scores, const std::vector<PolicyRun>& runs,
+                  const std::vector<size_t>& group,
+                  const std::vector<std::vector<runtime::GenerateResult>>& outs) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  const fs::path base = fs::path(dir) / stem;
+  std::ofstream raw(base.string() + ".f32", std::ios::binary);
+  size_t per_layer = 0;
+  for (const auto& layer : scores) {
+    per_layer = std::max(per_layer, layer.size());
+    raw.write(reinterpret_cast<const char*>(layer.data()), std::streamsize(layer.size() * 4));
+  }
+  std::ofstream js(base.string() + ".json");
+  js << "{\"layers\": " << scores.size() << ", \"layer_floats\": " << per_layer
+     << ", \"context\": [";
+  for (size_t i = 0; i < context.size(); ++i) js << (i ? "," : "") << context[i];
+  js << "], \"answers\": [";
+  for (size_t k = 0; k < sample.answers.size(); ++k) {
+    js << (k ? "," : "") << "\"" << sample.answers[k] << "\"";
+  }
+  js << "], \"runs\": [";
+  for (size_t p = 0; p < group.size(); ++p) {
+    js << (p ? "," : "") << "{\"label\": \"" << runs[group[p]].label() << "\", \"kept\": [";
+    const auto& kept = outs[p].front().compression.kept;
+    for (size_t l = 0; l < kept.size(); ++l) {
+      js << (l ? "," : "") << "[";
+      for (size_t g = 0; g < kept[l].size(); ++g) js << (g ? "," : "") << kept[l][g];
+      js << "]";
+    }
+    js << "]}";
+  }
+  js << "]}\n";
+  if (!raw || !js) throw std::runtime_error("cannot write the scores to " + base.string());
 }
 
 }  // namespace
@@ -137,9 +179,17 @@ EvalResult run_query_agnostic(runtime::Worker& engine, const EvalSpec& spec,
             throw std::invalid_argument("a document of " + std::to_string(n_context) +
                                         " tokens leaves no room for its reconstruction");
           }
-          repeat = compression::repeat_pieces(instruction, text, piece);
+          repeat = compression::repeat_pieces(instruction, text, piece,
+                                              compression::text_offset(req.prompt, text));
         }
-        const auto outs = runtime::answer_questions(engine, req, questions, configs, repeat);
+        std::vector<std::vector<float>> scores;
+        const auto outs = runtime::answer_questions(engine, req, questions, configs, repeat,
+                                                    spec.scores_dir.empty() ? nullptr : &scores);
+        if (!spec.scores_dir.empty()) {
+          const std::string stem = "doc-" + std::to_string(spec.lengths[li]) + "-" +
+                                   std::to_string(t) + "-" + spec.runs[group.front()].policy;
+          write_scores(spec.scores_dir, stem, req.prompt, s, scores, spec.runs, group, outs);
+        }
         prefill_s += outs.front().front().prefill_s;
         for (size_t p = 0; p < group.size(); ++p) {
           for (size_t k = 0; k < keys; ++k) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -333,13 +334,28 @@ void PagedKvCache::rewind_lookahead() {
   score_and_roll_back(true);
 }
 
+void PagedKvCache::expect_repeat(size_t piece_tokens, size_t text_offset) {
+  repeat_piece_ = piece_tokens;
+  repeat_offset_ = text_offset;
+  pieces_scored_ = 0;
+}
+
 void PagedKvCache::score_and_roll_back(bool keep_window) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = report_.prompt_tokens, steps = position_ - n, total = position_;
   const size_t bt = pool_.layout().block_tokens;
+  // A piece of a repeat scores its own span (the last piece is the one not followed by more).
+  std::optional<compression::RepeatPiece> piece;
+  if (repeat_piece_ > 0 && steps > 0 &&
+      config().reconstruct_keys == compression::ReconstructKeys::kPiece) {
+    piece = compression::RepeatPiece{
+        n, compression::piece_span(pieces_scored_, !keep_window, repeat_piece_, repeat_offset_, n)};
+  }
+  ++pieces_scored_;
   // Scored over the keys of prompt and look-ahead tokens.
   compressor_.score_lookahead(
-      total, [&](size_t layer) { return read_keys(layer, total); }, keep_window);
+      total, [&](size_t layer) { return read_keys(layer, total); }, keep_window,
+      piece ? &*piece : nullptr);
   // Roll back to the prompt: the look-ahead rows are dropped, their blocks freed.
   const size_t keep_blocks = (n + bt - 1) / bt;
   for (size_t l = 0; l < heads_.size(); ++l) {

@@ -148,6 +148,11 @@ class PagedKvCache : public model::KvCache {
   // the next piece (the window's queries stay observed). Throws std::logic_error unless
   // awaiting_lookahead() with scoring reconstruct.
   void rewind_lookahead();
+  // The layout of the repeat that will score this context (reconstruct scoring): pieces of
+  // piece_tokens text tokens, the text starting at context position text_offset. Under
+  // ReconstructKeys::kPiece each piece then scores only the span it repeats
+  // (compression::piece_span); without it, every piece scores the whole context.
+  void expect_repeat(size_t piece_tokens, size_t text_offset);
 
   // A new cache in the same pool holding what `policy` keeps of this cache's prompt, as if the
   // prompt had been prefilled under it. Requires a recording cache right after its prefill,
@@ -221,7 +226,9 @@ class PagedKvCache : public model::KvCache {
   bool compact_pending_ = false;  // scope global: compact once the last layer's rows are stored
   bool global_pending_ = false;   // scope global on a pipeline stage: compact at finish_step()
   size_t table_slot_ = 0;         // this sequence's rows of the pool's block tables
-  kernels::Buffer slots_, moves_, seq_;  // scratch for one op's slot lists and descriptor
+  size_t repeat_piece_ = 0, repeat_offset_ = 0;  // expect_repeat()'s
+  size_t pieces_scored_ = 0;                     // pieces of the repeat scored so far
+  kernels::Buffer slots_, moves_, seq_;          // scratch for one op's slot lists and descriptor
   CompressionReport report_;
 };
 

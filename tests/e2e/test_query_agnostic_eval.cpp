@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tests/e2e/model_fixture.h"
 #include "tests/e2e/run_adakv.h"
@@ -93,6 +96,51 @@ TEST(QueryAgnosticEval, ReconstructAloneForksFromTheDocument) {
     EXPECT_LT(rec["runs"][1]["kv_kept"].get<double>(), 0.3);
     EXPECT_GT(rec["runs"][1]["reconstruct_s"].get<double>(), 0.0);
   }
+}
+
+// Reconstruct scoring in pieces, each piece's queries over the span it repeats (KVzip's
+// chunked scoring), with the scores dumped: every key before the window is scored by some
+// piece, and the dump's shapes and kept counts match the run.
+TEST(QueryAgnosticEval, PiecesScoreTheirSpansAndTheScoresAreDumped) {
+  const fs::path out = out_dir("pieces");
+  fs::remove_all(out);
+  const auto r = adakv::test::adakv(
+      "eval passkey-multi --model '" + adakv::test::model_path() +
+      "' --lengths 600 --keys 2 --trials 1 --budgets 0.2 --policies adakv:reconstruct"
+      " --reconstruct-keys piece --repeat-piece 128 --threads 2 --out '" +
+      out.string() + "' --dump-scores '" + (out / "scores").string() + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(adakv::test::slurp(out / "passkey-multi_results.json"));
+  ASSERT_EQ(j["records"].size(), 2u);
+  for (const json& rec : j["records"]) {
+    SCOPED_TRACE(rec.dump());
+    EXPECT_TRUE(rec["runs"][0]["correct"].get<bool>());
+    EXPECT_LT(rec["runs"][1]["kv_kept"].get<double>(), 0.3);
+  }
+  const fs::path stem = out / "scores" / "doc-600-0-adakv:reconstruct";
+  const json meta = json::parse(adakv::test::slurp(fs::path(stem.string() + ".json")));
+  const size_t layers = meta["layers"], floats = meta["layer_floats"];
+  const size_t n = meta["context"].size(), window = 32;
+  ASSERT_EQ(meta["answers"].size(), 2u);
+  ASSERT_EQ(floats % (n - window), 0u);
+  const size_t heads = floats / (n - window);
+  ASSERT_GT(heads, 0u);
+  const std::string raw = adakv::test::slurp(fs::path(stem.string() + ".f32"));
+  ASSERT_EQ(raw.size(), layers * floats * sizeof(float));
+  std::vector<float> scores(layers * floats);
+  std::memcpy(scores.data(), raw.data(), raw.size());
+  EXPECT_GT(*std::min_element(scores.begin(), scores.end()), 0.0f);
+  ASSERT_EQ(meta["runs"].size(), 1u);
+  const json& kept = meta["runs"][0]["kept"];
+  ASSERT_EQ(kept.size(), layers);
+  size_t total = 0;
+  for (const json& layer : kept) {
+    ASSERT_EQ(layer.size(), heads);
+    for (const json& k : layer) total += k.get<size_t>();
+  }
+  EXPECT_LT(double(total) / double(layers * heads * n), 0.3);
+  EXPECT_TRUE(fs::exists(out / "scores" / "doc-600-0-full.json"));
+  fs::remove_all(out);
 }
 
 // Reconstruct scoring needs a repeated context, which eval passkey-multi and serve's compressed

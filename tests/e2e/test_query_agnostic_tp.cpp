@@ -1,9 +1,10 @@
 // Every scorer gives the same budgets at TP 1 and TP 3 (the default model's 3 KV heads, one per
 // rank): `adakv generate` with the window and the output-aware scorer under Ada-KV's and SnapKV's
 // allocation as mpirun jobs, and `adakv eval passkey-multi` (the query-agnostic path: context
-// scored alone, questions on forks) with all three scorers (reconstruct runs there only), whose
-// budget fingerprints and answers must match one rank's. Float32 KV and decode dots, as the other
-// TP tests, so that the answers compare exactly.
+// scored alone, questions on forks) with all three scorers (reconstruct runs there only, also
+// in pieces that score their own spans), whose budget fingerprints and answers must match one
+// rank's. Float32 KV and decode dots, as the other TP tests, so that the answers compare
+// exactly.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -67,18 +68,19 @@ TEST(QueryAgnosticTp, EveryScorerAndAllocatorGivesTheSameBudgetsAtTp3) {
             generate(1, "--policy adakv --budget 0.2 --scoring output-aware")["kv"]["budgets"]);
 }
 
-TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
+// eval passkey-multi under `policies` at one rank and at three: each run's budget fingerprint
+// and answers must match.
+void expect_tp3_matches_one_rank(const std::string& policies, const std::string& flags,
+                                 size_t runs) {
   json records[2];
   for (int i = 0; i < 2; ++i) {
     const int np = i == 0 ? 1 : 3;
     const auto out = work_dir() / ("multi-" + std::to_string(np));
-    const auto r = adakv_mpi(np, "eval passkey-multi --model " + adakv::test::model_path() +
-                                     " --lengths 600 --keys 2 --trials 1 --budgets 0.2"
-                                     " --policies snapkv,adakv,adakv:output-aware,"
-                                     "adakv:reconstruct,snapkv:reconstruct,"
-                                     "ada-pyramid:reconstruct --threads 1"
-                                     " --out " +
-                                     out.string() + kExactNumerics);
+    const auto r =
+        adakv_mpi(np, "eval passkey-multi --model " + adakv::test::model_path() +
+                          " --lengths 600 --keys 2 --trials 1 --budgets 0.2"
+                          " --policies " +
+                          policies + " --threads 1 --out " + out.string() + kExactNumerics + flags);
     ASSERT_EQ(r.rc, 0) << r.err;
     records[i] = json::parse(slurp(out / "passkey-multi_results.json"))["records"];
   }
@@ -87,15 +89,28 @@ TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
   for (size_t k = 0; k < 2; ++k) {
     const json& one = records[0][k]["runs"];
     const json& three = records[1][k]["runs"];
-    ASSERT_EQ(one.size(), 7u);
-    ASSERT_EQ(three.size(), 7u);
-    for (size_t p = 0; p < 7; ++p) {
+    ASSERT_EQ(one.size(), runs);
+    ASSERT_EQ(three.size(), runs);
+    for (size_t p = 0; p < runs; ++p) {
       SCOPED_TRACE("key " + std::to_string(k) + " run " + std::to_string(p));
       EXPECT_EQ(three[p]["budgets_fingerprint"], one[p]["budgets_fingerprint"]);
       EXPECT_TRUE(three[p]["budgets_agree_across_ranks"].get<bool>());
       EXPECT_EQ(three[p]["output"], one[p]["output"]);
     }
   }
+}
+
+TEST(QueryAgnosticTp, PasskeyMultiUnderTp3MatchesOneRank) {
+  expect_tp3_matches_one_rank(
+      "snapkv,adakv,adakv:output-aware,adakv:reconstruct,snapkv:reconstruct,"
+      "ada-pyramid:reconstruct",
+      "", 7);
+}
+
+// Reconstruction in pieces, each scoring only the span it repeats: the same on every rank.
+TEST(QueryAgnosticTp, PieceScoresUnderTp3MatchOneRank) {
+  expect_tp3_matches_one_rank("adakv:reconstruct,snapkv:reconstruct",
+                              " --reconstruct-keys piece --repeat-piece 128", 3);
 }
 
 }  // namespace
