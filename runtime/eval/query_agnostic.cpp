@@ -42,7 +42,7 @@ std::vector<std::vector<size_t>> scoring_groups(const std::vector<PolicyRun>& ru
 
 // One document's recorded scores under one scoring, for analysis: <stem>.f32 holds them raw
 // ([layer][kv head][prefix] float32, little-endian as in memory), <stem>.json the context's
-// tokens, the keys, the shape and each run's kept tokens per [layer][kv head].
+// tokens, the keys, the shape and each run's kept tokens per [layer][kv head of the model].
 void write_scores(const std::string& dir, const std::string& stem,
                   const std::vector<int32_t>& context, const MultiSample& sample,
                   const std::vector<std::vector<float>>& scores, const std::vector<PolicyRun>& runs,
@@ -68,7 +68,9 @@ void write_scores(const std::string& dir, const std::string& stem,
   js << "], \"runs\": [";
   for (size_t p = 0; p < group.size(); ++p) {
     js << (p ? "," : "") << "{\"label\": \"" << runs[group[p]].label() << "\", \"kept\": [";
-    const auto& kept = outs[p].front().compression.kept;
+    // The budget vector covers every rank's heads; a policy that keeps everything has none.
+    const auto& report = outs[p].front().compression;
+    const auto& kept = report.budgets.empty() ? report.kept : report.budgets;
     for (size_t l = 0; l < kept.size(); ++l) {
       js << (l ? "," : "") << "[";
       for (size_t g = 0; g < kept[l].size(); ++g) js << (g ? "," : "") << kept[l][g];
