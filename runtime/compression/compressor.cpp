@@ -87,8 +87,7 @@ void Compressor::score(size_t layer, const float* q_obs, size_t q_stride, const 
 }
 
 void Compressor::score_piece(size_t layer, const float* q_obs, size_t q_stride, const float* k,
-                             size_t k_stride, size_t n_keys, size_t n_obs,
-                             const RepeatPiece& piece) {
+                             size_t n_keys, size_t n_obs, const RepeatPiece& piece) {
   const CompressionConfig& c = config();
   const size_t n = piece.context, W = c.window;
   if (n_keys <= n || n_keys - n > n_obs || n <= W) {
@@ -105,13 +104,7 @@ void Compressor::score_piece(size_t layer, const float* q_obs, size_t q_stride, 
   const kernels::Buffer keys = backend_->allocate(m * row_bytes);
   auto* dst = static_cast<uint8_t*>(keys.data());
   auto gather = [&](size_t from, size_t rows) {
-    if (k_stride == width) {
-      if (rows > 0) backend_->copy(dst, k + from * width, rows * row_bytes);
-    } else {
-      for (size_t i = 0; i < rows; ++i) {
-        backend_->copy(dst + i * row_bytes, k + (from + i) * k_stride, row_bytes);
-      }
-    }
+    if (rows > 0) backend_->copy(dst, k + from * width, rows * row_bytes);
     dst += rows * row_bytes;
   };
   gather(0, sink);
@@ -164,8 +157,7 @@ void Compressor::score_lookahead(size_t n_keys, const std::function<kernels::Buf
     if (observed.rows == 0) continue;  // a prompt no longer than the window: nothing to score
     const kernels::Buffer k = keys(l);
     if (piece && config().scoring == Scoring::kReconstruct) {
-      score_piece(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
-                  observed.rows, *piece);
+      score_piece(l, observed.q.as<float>(), q_width, k.as<float>(), n_keys, observed.rows, *piece);
     } else {
       score(l, observed.q.as<float>(), q_width, k.as<float>(), kv_heads_ * head_dim_, n_keys,
             observed.rows);

@@ -96,9 +96,10 @@ class Compressor {
  private:
   // Reconstruct scores of `layer` from a piece's queries (the last n_keys - piece.context of
   // the n_obs observed) normalised over the attention sink, the piece's span and the repeat's
-  // own keys; each key of the span (and the sink) keeps its largest score.
-  void score_piece(size_t layer, const float* q_obs, size_t q_stride, const float* k,
-                   size_t k_stride, size_t n_keys, size_t n_obs, const RepeatPiece& piece);
+  // own keys (k: [n_keys][Hkv][Dh], dense); each key of the span (and the sink) keeps its
+  // largest score.
+  void score_piece(size_t layer, const float* q_obs, size_t q_stride, const float* k, size_t n_keys,
+                   size_t n_obs, const RepeatPiece& piece);
 
   size_t n_layers_, q_heads_, kv_heads_, head_dim_;
   model::ModelConfig model_;  // this cache's heads: finds the output projection
