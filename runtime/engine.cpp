@@ -132,6 +132,7 @@ std::vector<uint64_t> Engine::add_samples(std::vector<Request> samples) {
     seq->max_new = source.max_new;
     seq->lookahead = source.lookahead;
     seq->stop_ids = source.stop_ids;
+    seq->cache_prefix = source.cache_prefix;  // for a sample that prefills alone
     seq->sample_of = ids[0];
     scheduler_.add_sample(seq);
     Active a(seq, std::move(samples[i]), engine_.tokenizer());

@@ -126,7 +126,8 @@ struct ScheduledSeq {
   std::shared_ptr<SharedPrompt> shared;
   // Prefix caching: whether its prompt may start from cached spans and leave its own (the engine
   // decides; the scheduler then takes only a prompt kept whole, without prompt logprobs or
-  // look-ahead, and not a request's later samples, which fork from its first).
+  // look-ahead). A request's later samples fork from its first and hold its spans through the
+  // shared prompt; only one that prefills alone (preempted, or its source gone) takes them.
   bool cache_prefix = false;
   std::vector<uint64_t> prefix;  // keys of the cached spans its cache starts with, in order
   size_t cached_tokens = 0;      // prompt tokens its first admission found cached

@@ -10,7 +10,7 @@ namespace adakv::runtime {
 
 bool Scheduler::prefix_eligible(const ScheduledSeq& s) const {
   const auto& c = s.compression;
-  return prefix_ && s.cache_prefix && !s.prompt_logits && s.sample_of == 0 && s.lookahead == 0 &&
+  return prefix_ && s.cache_prefix && !s.prompt_logits && s.lookahead == 0 &&
          (c.policy == compression::Policy::kFull || c.keeps_everything(s.prompt.size()));
 }
 

@@ -234,6 +234,25 @@ TEST_F(PrefixCaching, TheSamplesOfARequestTakeAndLeaveSpans) {
   EXPECT_GE(drawn.size(), 2u) << "the samples were not drawn apart";
 }
 
+// n = 3 samples in a pool too small for all three to decode 40 tokens: the newest is
+// preempted, and prefills again from the spans the other samples' shared prompt still holds,
+// computing only the prompt's last partial block. Every sample draws the tokens it draws
+// without caching (where it is preempted too), and no block is lost.
+TEST_F(PrefixCaching, APreemptedSampleStartsAgainFromTheSharedPromptsSpans) {
+  GenerateRequest sampled = request(text(0, 600));
+  sampled.sampling.temperature = 0.8f;
+  sampled.max_tokens = 40;
+  const size_t blocks = 30 * 3 * 44;  // per head: the prompt's 38 blocks and 6 more
+  const Run cold = run({sampled}, serving(blocks, false), true, {3});
+  const Run warm = run({sampled}, serving(blocks, true), true, {3});
+  ASSERT_GE(cold.preemptions, 1u);
+  ASSERT_GE(warm.preemptions, 1u);
+  // Each readmission of a preempted sample found the prompt's 37 full spans cached.
+  EXPECT_EQ(warm.stats.hit_tokens, warm.preemptions * 37 * 16);
+  EXPECT_EQ(warm.stats.queried_tokens, (1 + warm.preemptions) * 600);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(warm.results[i].tokens, cold.results[i].tokens);
+}
+
 }  // namespace
 
 namespace {

@@ -442,6 +442,68 @@ TEST(Scheduler, SamplesWhoseSourceEndedFirstPrefillAlone) {
   EXPECT_EQ(prompts, 2u);
 }
 
+// A sample that prefills alone starts from the spans its request's first sample left, as any
+// prompt kept whole does: here its source ended at its first token, before the fork.
+TEST(Scheduler, ASampleThatPrefillsAloneTakesTheSpansItsSourceLeft) {
+  Scheduler sched(config(1000, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  auto source = sequence(1, 100, 1);
+  auto sample = sequence(2, 100, 3);
+  source->cache_prefix = sample->cache_prefix = true;
+  d.add(source);
+  d.add_sample(sample, 1);
+  d.run();
+  ASSERT_EQ(d.seqs[2]->output.size(), 3u);
+  size_t attached = 0, computed = 0;
+  for (const auto& p : d.plans) {
+    EXPECT_TRUE(p.fork.empty());
+    for (const auto& link : p.prefix_attach) attached += link.id == 2;
+    for (const auto& e : p.entries)
+      computed += e.id == 2 && e.tokens.size() > 1 ? e.tokens.size() : 0;
+  }
+  EXPECT_EQ(attached, 6u);  // (100 - 1) / 16 spans; the last token is computed
+  EXPECT_EQ(computed, 4u);
+  EXPECT_EQ(d.seqs[2]->cached_tokens, 96u);
+  EXPECT_EQ(sched.prefix_stats().hit_tokens, 96u);
+  EXPECT_EQ(sched.prefix_stats().queried_tokens, 200u);
+  // Nothing still referenced, and the spans held once.
+  EXPECT_EQ(sched.cached_blocks(0, true), 24u);
+  EXPECT_EQ(sched.cached_blocks(0, false), 24u);
+  EXPECT_EQ(sched.used_blocks(0), 24u);
+}
+
+// A preempted sample takes back the spans its request's shared prompt still holds (the first
+// 16 tokens), so it computes the rest of the prompt only.
+TEST(Scheduler, APreemptedSampleTakesTheSpansTheSharedPromptHolds) {
+  Scheduler sched(config(24, 512), tiny_model(), 1, model::LmHeadMode::kReplicated);
+  Driver d(sched);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    auto s = sequence(id, 24, 12);
+    s->cache_prefix = true;
+    if (id == 1) {
+      d.add(s);
+    } else {
+      d.add_sample(s, 1);
+    }
+  }
+  d.run();
+  ASSERT_GE(d.seqs[3]->preemptions, 1u);
+  size_t attached = 0, computed = 0;
+  for (const auto& p : d.plans) {
+    for (const auto& link : p.prefix_attach) attached += link.id == 3;
+    for (const auto& e : p.entries)
+      computed += e.id == 3 && e.tokens.size() > 1 ? e.tokens.size() : 0;
+  }
+  EXPECT_EQ(attached, d.seqs[3]->preemptions);
+  EXPECT_EQ(computed, 8u * d.seqs[3]->preemptions);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_EQ(d.seqs[id]->output.size(), 12u);
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(d.seqs[id]->output[i], int32_t(i));
+  }
+  EXPECT_EQ(sched.cached_blocks(0, true), sched.cached_blocks(0, false));
+  EXPECT_EQ(sched.used_blocks(0), sched.cached_blocks(0, false));
+}
+
 TEST(Scheduler, APreemptedSampleLeavesTheSharedPromptToTheOthers) {
   // 24 tokens per head: 4 shared blocks and 4 partial ones per sample (16 in all). At their
   // 32nd token each opens 4 more: 28 do not fit 24, so the newest is preempted (its 4 own
