@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "runtime/scheduler.h"
 
@@ -442,6 +443,19 @@ TEST(Scheduler, SamplesWhoseSourceEndedFirstPrefillAlone) {
   EXPECT_EQ(prompts, 2u);
 }
 
+// The cached spans the plans attached to sequence `id`, and the prompt tokens its prefill
+// chunks computed (entries of more than one token).
+std::pair<size_t, size_t> attached_and_computed(const Driver& d, uint64_t id) {
+  size_t attached = 0, computed = 0;
+  for (const auto& p : d.plans) {
+    for (const auto& link : p.prefix_attach) attached += link.id == id;
+    for (const auto& e : p.entries) {
+      if (e.id == id && e.tokens.size() > 1) computed += e.tokens.size();
+    }
+  }
+  return {attached, computed};
+}
+
 // A sample that prefills alone starts from the spans its request's first sample left, as any
 // prompt kept whole does: here its source ended at its first token, before the fork.
 TEST(Scheduler, ASampleThatPrefillsAloneTakesTheSpansItsSourceLeft) {
@@ -454,13 +468,8 @@ TEST(Scheduler, ASampleThatPrefillsAloneTakesTheSpansItsSourceLeft) {
   d.add_sample(sample, 1);
   d.run();
   ASSERT_EQ(d.seqs[2]->output.size(), 3u);
-  size_t attached = 0, computed = 0;
-  for (const auto& p : d.plans) {
-    EXPECT_TRUE(p.fork.empty());
-    for (const auto& link : p.prefix_attach) attached += link.id == 2;
-    for (const auto& e : p.entries)
-      computed += e.id == 2 && e.tokens.size() > 1 ? e.tokens.size() : 0;
-  }
+  for (const auto& p : d.plans) EXPECT_TRUE(p.fork.empty());
+  const auto [attached, computed] = attached_and_computed(d, 2);
   EXPECT_EQ(attached, 6u);  // (100 - 1) / 16 spans; the last token is computed
   EXPECT_EQ(computed, 4u);
   EXPECT_EQ(d.seqs[2]->cached_tokens, 96u);
@@ -488,12 +497,7 @@ TEST(Scheduler, APreemptedSampleTakesTheSpansTheSharedPromptHolds) {
   }
   d.run();
   ASSERT_GE(d.seqs[3]->preemptions, 1u);
-  size_t attached = 0, computed = 0;
-  for (const auto& p : d.plans) {
-    for (const auto& link : p.prefix_attach) attached += link.id == 3;
-    for (const auto& e : p.entries)
-      computed += e.id == 3 && e.tokens.size() > 1 ? e.tokens.size() : 0;
-  }
+  const auto [attached, computed] = attached_and_computed(d, 3);
   EXPECT_EQ(attached, d.seqs[3]->preemptions);
   EXPECT_EQ(computed, 8u * d.seqs[3]->preemptions);
   for (uint64_t id = 1; id <= 3; ++id) {
