@@ -254,7 +254,9 @@ TEST_F(StepEngine, APreemptedLayeredPromptStartsAgainAndGivesItsTokens) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     ASSERT_EQ(run.results[i].tokens.size(), 24u);
     const auto one = alone(reqs[i]);
-    expect_same(run, i, one, 0, i == 1 ? 0.0 : 1e-4, "request " + std::to_string(i));
+    // The full prompt's chunks of 256 against its one forward alone: summation order, as in
+    // ChunkedPrefillGivesTheTokensOfOneForward (just over 1e-4 on some CPUs).
+    expect_same(run, i, one, 0, i == 1 ? 0.0 : 1e-3, "request " + std::to_string(i));
     EXPECT_EQ(run.results[i].compression.budgets, one.results[0].compression.budgets);
   }
 }
